@@ -1,0 +1,82 @@
+"""Turn an :class:`~selfrag.config.ExperimentConfig` into working parts.
+
+The CLI's ``ask`` and ``run`` both build their backend, retriever and method
+here, so a config means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .config import ExperimentConfig
+from .llm.base import RetryPolicy
+from .llm.factory import create_backend
+from .llm.pricing import Pricing
+from .methods.base import Method
+from .methods.registry import get_method_class
+from .retrieval.base import Retriever, RetrieverFactory
+from .retrieval.registry import create_retriever, retriever_factory
+from .types import Document
+
+
+def build_backend(cfg: ExperimentConfig, *, use_cache: bool | None = None) -> Any:
+    llm = cfg.llm
+    pricing = Pricing(**llm.pricing.model_dump()) if llm.pricing is not None else None
+    cache = cfg.cache.enabled if use_cache is None else use_cache
+    return create_backend(
+        llm.spec,
+        pricing=pricing,
+        retry=RetryPolicy(max_attempts=llm.max_attempts),
+        cache_path=Path(cfg.cache.path) if cache else None,
+        timeout=llm.timeout,
+        n_ctx=llm.n_ctx,
+        n_threads=llm.n_threads,
+        seed=llm.seed,
+    )
+
+
+def retriever_options(cfg: ExperimentConfig) -> dict[str, Any]:
+    """Options for the configured retriever (only those it takes)."""
+    r = cfg.retrieval
+    if r.method == "bm25":
+        return {}
+    opts: dict[str, Any] = {}
+    if r.embedding_model:
+        opts["embedding_model"] = r.embedding_model
+    if r.method == "hybrid":
+        opts.update(fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight, dense_weight=r.dense_weight)
+    return opts
+
+
+def build_retriever_factory(cfg: ExperimentConfig) -> RetrieverFactory:
+    return retriever_factory(cfg.retrieval.method, **retriever_options(cfg))
+
+
+def build_retriever(cfg: ExperimentConfig, documents: Sequence[Document] | None) -> Retriever | None:
+    """A retriever over a shared collection: a saved index, or ``documents`` indexed now."""
+    if cfg.retrieval.index:
+        from .retrieval.persist import load_index
+
+        return load_index(cfg.retrieval.index, documents=documents, expected_method=cfg.retrieval.method)
+    if documents is None:
+        return None
+    return create_retriever(cfg.retrieval.method, documents, **retriever_options(cfg))
+
+
+def build_method(
+    cfg: ExperimentConfig,
+    llm: Any,
+    retriever: Retriever | None = None,
+    name: str | None = None,
+) -> Method:
+    cls = get_method_class(name or cfg.architecture.name)
+    return cls(
+        llm,
+        retriever,
+        cfg.method_section(cls.name),
+        retriever_factory=build_retriever_factory(cfg),
+        max_tokens=cfg.llm.max_tokens,
+        temperature=cfg.llm.temperature,
+    )

@@ -1,0 +1,1 @@
+"""The ``selfrag`` command line."""

@@ -1,0 +1,54 @@
+"""selfrag ask: answer one question over your documents."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from ...assemble import build_backend, build_method, build_retriever
+from ...errors import DataError
+from ...retrieval.store import load_corpus
+from ..options import add_answer_options, config_from_args
+from ..output import print_response, response_json
+
+NAME = "ask"
+HELP = "answer one question over a folder or JSONL file of documents"
+ORDER = 10
+DEFAULT_METHOD = "vanilla_rag"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("question", help="the question to answer")
+    parser.add_argument("--docs", metavar="PATH", help="a folder of .txt/.md files or a JSONL file of {id?, title?, text}")
+    add_answer_options(parser)
+    parser.add_argument("--trace", action="store_true", help="show every step the method took")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.method and not args.config:
+        args.method = DEFAULT_METHOD
+    cfg = config_from_args(args, cache_default=False)
+    if not args.question.strip():
+        raise DataError("the question is empty; give some text to answer")
+    documents = load_corpus(args.docs) if args.docs else None
+    llm = build_backend(cfg)
+    retriever = build_retriever(cfg, documents)
+    method = build_method(cfg, llm, retriever)
+    if retriever is None and method.uses_retrieval:
+        raise DataError(f"method {method.name} retrieves passages: give --docs PATH or --index DIR")
+
+    async def answer():
+        try:
+            return await method.answer(args.question)
+        finally:
+            await llm.aclose()
+
+    response = asyncio.run(answer())
+    if args.json:
+        print(json.dumps(response_json(response), ensure_ascii=False, indent=2))
+    else:
+        print_response(response, sys.stdout, trace=args.trace)
+    return 0

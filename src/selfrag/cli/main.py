@@ -1,0 +1,73 @@
+"""Entry point of the ``selfrag`` command.
+
+Subcommands are the modules of :mod:`selfrag.cli.commands`; each defines
+``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``.
+Errors meant for the user print as one line on stderr with a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+from ..errors import SelfragError
+from . import commands
+
+
+def _command_modules():
+    mods = []
+    for info in pkgutil.iter_modules(commands.__path__):
+        if not info.name.startswith("_"):
+            mods.append(importlib.import_module(f"{commands.__name__}.{info.name}"))
+    return sorted(mods, key=lambda m: getattr(m, "ORDER", 50))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="selfrag",
+        description="Self-reflective retrieval-augmented generation: Self-RAG and its relatives.",
+    )
+    parser.add_argument("--version", action="version", version=f"selfrag {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in _command_modules():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, format="selfrag: %(levelname)s: %(message)s")
+    for handler in logging.root.handlers:
+        # Libraries that set their own loggers to DEBUG must not leak through.
+        handler.setLevel(level)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except SelfragError as exc:
+        print(f"selfrag: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("selfrag: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # Output piped into a closed reader (e.g. `| head`): exit quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Options shared by the commands that answer questions (ask, demo, run)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..config import ExperimentConfig, load_config
+
+
+def add_answer_options(parser: argparse.ArgumentParser, *, default_method: str | None = None) -> None:
+    parser.add_argument("--method", default=default_method, help="method name (see `selfrag methods`)")
+    parser.add_argument("--llm", metavar="SPEC", help="backend spec: llamacpp[:PATH], openai:MODEL[@URL], anthropic:MODEL, scripted:PATH")
+    parser.add_argument("--top-k", type=int, metavar="N", help="passages to retrieve")
+    parser.add_argument("--retriever", metavar="NAME", help="bm25 (default), dense or hybrid")
+    parser.add_argument("--index", metavar="DIR", help="a saved index from `selfrag index build`")
+    parser.add_argument("--config", metavar="FILE", help="a YAML config (see configs/)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set self_rag.num_candidates=2 (repeatable)",
+    )
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument("--cache", nargs="?", const="", metavar="PATH", help="cache LLM calls in SQLite (optional path)")
+    cache.add_argument("--no-cache", action="store_true", help="do not cache LLM calls")
+
+
+def config_from_args(args: argparse.Namespace, *, cache_default: bool) -> ExperimentConfig:
+    """Config file (if any), then --set overrides, then the explicit flags."""
+    flags: list[str] = []
+    if args.method:
+        flags.append(f"architecture.name={args.method}")
+    if args.llm:
+        flags.append(f"llm.spec={args.llm}")
+    if args.top_k is not None:
+        flags.append(f"retrieval.top_k={args.top_k}")
+    if args.retriever:
+        flags.append(f"retrieval.method={args.retriever}")
+    if args.index:
+        flags.append(f"retrieval.index={args.index}")
+    base: dict[str, Any] = {"cache": {"enabled": cache_default}}
+    if args.cache is not None:
+        flags.append("cache.enabled=true")
+        if args.cache:
+            flags.append(f"cache.path={args.cache}")
+    elif args.no_cache:
+        flags.append("cache.enabled=false")
+    cfg = load_config(args.config, [*args.overrides, *flags], base=base)
+    if args.top_k is not None:
+        # An explicit --top-k wins over a method section's own top_k.
+        section = cfg.methods.setdefault(_section_of(cfg.architecture.name), {})
+        if "top_k" in _fields_of(cfg.architecture.name):
+            section["top_k"] = args.top_k
+    return cfg
+
+
+def _section_of(method: str) -> str:
+    from ..methods.registry import get_method_class
+
+    return get_method_class(method).section()
+
+
+def _fields_of(method: str) -> set[str]:
+    from ..methods.registry import get_method_class
+
+    return set(get_method_class(method).Config.model_fields)

@@ -1,0 +1,100 @@
+"""How answers and traces look on the terminal and as JSON."""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+from ..serialize import to_jsonable
+from ..types import RAGResponse, ReasoningStep
+
+
+def response_json(response: RAGResponse) -> dict[str, Any]:
+    """The one JSON object ``selfrag ask --json`` prints."""
+    return {
+        "answer": response.answer,
+        "method": response.architecture,
+        "model": response.model,
+        "retrieval_needed": response.retrieval_needed,
+        "num_llm_calls": response.num_llm_calls,
+        "num_retrieval_calls": response.num_retrieval_calls,
+        "total_tokens": response.total_tokens,
+        "prompt_tokens": response.prompt_tokens,
+        "completion_tokens": response.completion_tokens,
+        "total_cost_usd": response.total_cost_usd,
+        "latency_ms": round(response.latency_ms, 1),
+        "sources": [{"id": d.id, "title": d.title} for d in response.sources],
+        "candidates": to_jsonable(list(response.candidates)),
+        "reasoning_chain": to_jsonable(list(response.reasoning_chain)),
+        "details": to_jsonable(response.details),
+    }
+
+
+def _fmt_num(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def print_step(step: ReasoningStep, out: TextIO) -> None:
+    cost = []
+    if step.llm_calls:
+        cost.append(f"{step.tokens_used} tok")
+        if step.cost_usd:
+            cost.append(f"${step.cost_usd:.5f}")
+        if step.cached:
+            cost.append("cached")
+    if step.latency_ms:
+        cost.append(f"{step.latency_ms:.0f} ms")
+    suffix = f"  ({', '.join(cost)})" if cost else ""
+    print(f"  [{step.step_id}] {step.action}{suffix}", file=out)
+    if step.thought:
+        print(f"      thought: {step.thought}", file=out)
+    if step.action_input:
+        print(f"      input:   {_one_line(step.action_input)}", file=out)
+    if step.observation:
+        print(f"      result:  {_one_line(step.observation)}", file=out)
+    view = {k: v for k, v in step.details.items() if k not in ("raw_output", "documents", "evaluated_prompt_tokens")}
+    for key, value in view.items():
+        print(f"      {key}: {_one_line(_fmt_value(value))}", file=out)
+
+
+def _fmt_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_fmt_num(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return "; ".join(_fmt_value(v) for v in value)
+    return _fmt_num(value)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def print_response(response: RAGResponse, out: TextIO, *, trace: bool = False) -> None:
+    print(response.answer, file=out)
+    print(file=out)
+    sources = response.sources
+    if sources:
+        print("Sources:", file=out)
+        for d in sources:
+            print(f"  - {d.title or d.id} [{d.id}]", file=out)
+    if trace:
+        print("\nTrace:", file=out)
+        for step in response.reasoning_chain:
+            print_step(step, out)
+        if response.candidates:
+            print("\nCandidates:", file=out)
+            for i, c in enumerate(response.candidates, start=1):
+                src = c.passage.title or c.passage.id if c.passage else "-"
+                parts = [f"relevance={c.relevance}", f"support={c.support}", f"utility={_fmt_num(c.utility)}"]
+                if c.score is not None:
+                    parts.append(f"score={_fmt_num(c.score)}")
+                print(f"  {i}. [{src}] {_one_line(c.text, 120)}", file=out)
+                print(f"     {', '.join(parts)}", file=out)
+    print(
+        f"\n{response.architecture} · {response.model} · {response.num_llm_calls} LLM calls · "
+        f"{response.num_retrieval_calls} retrievals · {response.total_tokens} tokens · "
+        f"${response.total_cost_usd:.5f} · {response.latency_ms / 1000:.2f} s",
+        file=out,
+    )

@@ -1,0 +1,293 @@
+"""Experiment configuration: YAML files with ``inherits:``, typed and validated.
+
+A config file may name a parent with ``inherits: base.yaml`` (a path relative
+to the file; chains of any depth). Parents are deep-merged under children.
+Cycles are reported with the whole chain. The merged mapping is validated into
+:class:`ExperimentConfig` before anything heavy loads: an unknown key or a
+wrong type fails with the dotted key, the file it came from, and what was
+expected. ``--set dotted.key=value`` overrides go through the same checks.
+
+Method sections (``self_rag:``, ``vanilla:``, ...) are validated by the config
+model of the method that owns them, so each method documents its own keys.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from .errors import ConfigError
+from .validation import StrictModel, describe_error, parse_model
+
+SECRET_MARKERS = ("api_key", "apikey", "secret", "password", "access_token", "authorization")
+_SECRET_VALUE = re.compile(r"(sk-[A-Za-z0-9_\-]{8,})|(?<=://)[^/@\s]+:[^/@\s]+(?=@)")
+
+
+class ExperimentSection(StrictModel):
+    name: str = "experiment"
+    description: str = ""
+    output_dir: str = "results"
+
+
+class ArchitectureSection(StrictModel):
+    name: str = "vanilla_rag"
+
+
+class PricingSection(StrictModel):
+    input_per_mtok: float = Field(0.0, ge=0)
+    output_per_mtok: float = Field(0.0, ge=0)
+
+
+class LLMSection(StrictModel):
+    spec: str | None = None  # None: the embedded llama.cpp model
+    max_tokens: int = Field(256, ge=1)
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    pricing: PricingSection | None = None
+    timeout: float = Field(120.0, gt=0)
+    max_attempts: int = Field(5, ge=1)
+    # In-process llama.cpp only.
+    n_ctx: int = Field(4096, ge=256)
+    n_threads: int | None = Field(None, ge=1)
+    seed: int = 0
+
+
+class RetrievalSection(StrictModel):
+    method: str = "bm25"
+    top_k: int = Field(5, ge=1)
+    index: str | None = None  # a directory written by `selfrag index build`
+    embedding_model: str | None = None
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    rrf_k: int = Field(60, ge=1)
+    bm25_weight: float = Field(0.5, ge=0)
+    dense_weight: float = Field(0.5, ge=0)
+
+
+class DataSection(StrictModel):
+    dataset: str = "demo"
+    path: str | None = None
+    corpus: str | None = None  # a shared collection for datasets without per-question contexts
+    split: str | None = None
+    subset_size: int | None = Field(None, ge=1)  # None: every question
+    skip_invalid: bool = False
+
+
+class CacheSection(StrictModel):
+    enabled: bool = True
+    path: str = ".selfrag/cache.db"
+
+
+class RunSection(StrictModel):
+    concurrency: int = Field(4, ge=1, le=256)
+    seed: int = 0
+
+
+class ExperimentConfig(StrictModel):
+    """The whole resolved config. Method sections live in ``methods``."""
+
+    experiment: ExperimentSection = Field(default_factory=ExperimentSection)
+    architecture: ArchitectureSection = Field(default_factory=ArchitectureSection)
+    llm: LLMSection = Field(default_factory=LLMSection)
+    retrieval: RetrievalSection = Field(default_factory=RetrievalSection)
+    data: DataSection = Field(default_factory=DataSection)
+    cache: CacheSection = Field(default_factory=CacheSection)
+    run: RunSection = Field(default_factory=RunSection)
+    methods: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collect_method_sections(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        fixed = set(cls.model_fields) - {"methods"}
+        out = {k: v for k, v in data.items() if k in fixed}
+        methods = dict(data.get("methods") or {})
+        for key, value in data.items():
+            if key not in fixed and key != "methods":
+                methods[key] = value
+        out["methods"] = methods
+        return out
+
+    def method_section(self, name: str | None = None) -> dict[str, Any]:
+        """The config of a method (by registry name), with ``retrieval.top_k`` as its default top_k."""
+        from .methods.registry import get_method_class
+
+        cls = get_method_class(name or self.architecture.name)
+        section = dict(self.methods.get(cls.section(), {}))
+        if "top_k" in cls.Config.model_fields:
+            section.setdefault("top_k", self.retrieval.top_k)
+        return section
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        methods = data.pop("methods")
+        data.update(methods)
+        return data
+
+
+# -- loading -----------------------------------------------------------------
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _record_sources(data: Mapping[str, Any], source: str, sources: dict[str, str], prefix: str = "") -> None:
+    for key, value in data.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        sources[dotted] = source
+        if isinstance(value, Mapping):
+            _record_sources(value, source, sources, dotted)
+
+
+def load_raw(path: str | Path, _chain: tuple[Path, ...] = ()) -> tuple[dict[str, Any], dict[str, str]]:
+    """Resolve ``inherits:`` chains; return the merged mapping and each key's source file."""
+    p = Path(path).expanduser().resolve()
+    if p in _chain:
+        cycle = " -> ".join(str(c.name) for c in (*_chain, p))
+        raise ConfigError(f"config inheritance cycle: {cycle}")
+    data = _read_yaml(p)
+    parent = data.pop("inherits", None)
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    if parent is not None:
+        if not isinstance(parent, str) or not parent:
+            raise ConfigError(f"{p}: 'inherits' must be a file path, got {parent!r}")
+        merged, sources = load_raw(p.parent / parent, (*_chain, p))
+    _record_sources(data, str(p), sources)
+    return deep_merge(merged, data), sources
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``a.b.c=value`` -> (["a", "b", "c"], value parsed as YAML)."""
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set needs dotted.key=value, got {item!r}")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str], sources: dict[str, str]) -> dict[str, Any]:
+    out = copy.deepcopy(data)
+    for item in overrides:
+        path, value = parse_override(item)
+        node = out
+        for part in path[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = {}
+                node[part] = child
+            node = child
+        node[path[-1]] = value
+        sources[".".join(path)] = "--set"
+    return out
+
+
+def _source_for(key: str, sources: Mapping[str, str]) -> str:
+    parts = key.split(".")
+    for n in range(len(parts), 0, -1):
+        found = sources.get(".".join(parts[:n]))
+        if found:
+            return found
+    return ""
+
+
+def validate(data: Mapping[str, Any], sources: Mapping[str, str] | None = None) -> ExperimentConfig:
+    """Validate a merged mapping, including every method section present."""
+    sources = sources or {}
+    try:
+        cfg = ExperimentConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        loc = ".".join(str(p) for p in exc.errors()[0].get("loc", ()))
+        raise ConfigError(describe_error(exc, source=_source_for(loc, sources))) from None
+    _validate_method_sections(cfg, sources)
+    return cfg
+
+
+def _validate_method_sections(cfg: ExperimentConfig, sources: Mapping[str, str]) -> None:
+    from .methods.registry import available_methods, get_method_class
+
+    owners = {cls.section(): cls for cls in available_methods().values()}
+    get_method_class(cfg.architecture.name)  # unknown method -> one-line error
+    for section, values in cfg.methods.items():
+        cls = owners.get(section)
+        if cls is None:
+            raise ConfigError(
+                f"unknown config key '{section}' (in {_source_for(section, sources) or 'config'}); "
+                f"top-level sections are {', '.join(sorted(set(ExperimentConfig.model_fields) - {'methods'}))} "
+                f"or a method section: {', '.join(sorted(owners))}"
+            )
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"config section '{section}' must be a mapping, got {type(values).__name__}")
+        for key in values:
+            if key not in cls.Config.model_fields:
+                src = _source_for(f"{section}.{key}", sources)
+                raise ConfigError(
+                    f"unknown config key '{section}.{key}'{f' (in {src})' if src else ''}; "
+                    f"allowed: {', '.join(cls.Config.model_fields) or 'none'}"
+                )
+        parse_model(cls.Config, values, prefix=section, source=_source_for(section, sources))
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: Iterable[str] = (),
+    base: Mapping[str, Any] | None = None,
+) -> ExperimentConfig:
+    """Load, merge and validate a config file (or only ``base``) with ``--set`` overrides."""
+    data: dict[str, Any] = dict(base or {})
+    sources: dict[str, str] = {}
+    if path is not None:
+        loaded, sources = load_raw(path)
+        data = deep_merge(data, loaded)
+    data = apply_overrides(data, overrides, sources)
+    return validate(data, sources)
+
+
+def redact(data: Any) -> Any:
+    """A copy with values of secret-looking keys replaced (for writing configs to disk)."""
+    if isinstance(data, Mapping):
+        return {
+            k: ("***" if isinstance(k, str) and any(m in k.lower() for m in SECRET_MARKERS) and v else redact(v))
+            for k, v in data.items()
+        }
+    if isinstance(data, list):
+        return [redact(v) for v in data]
+    if isinstance(data, str):
+        return _SECRET_VALUE.sub("***", data)
+    return data
+
+
+def dump_yaml(cfg: ExperimentConfig) -> str:
+    return yaml.safe_dump(redact(cfg.to_dict()), sort_keys=False)

@@ -1,0 +1,1 @@
+"""Evaluation: datasets, metrics, the experiment runner and reports."""

@@ -1,0 +1,22 @@
+"""LLM backends behind one async protocol."""
+
+from .base import BaseBackend, LLMBackend, LLMRequest, Message, RetryPolicy, build_request
+from .cache import CachedBackend, SQLiteCache
+from .factory import create_backend, parse_spec
+from .pricing import Pricing
+from .scripted import ScriptedBackend
+
+__all__ = [
+    "BaseBackend",
+    "CachedBackend",
+    "LLMBackend",
+    "LLMRequest",
+    "Message",
+    "Pricing",
+    "RetryPolicy",
+    "SQLiteCache",
+    "ScriptedBackend",
+    "build_request",
+    "create_backend",
+    "parse_spec",
+]

@@ -1,0 +1,97 @@
+"""Anthropic's Messages API.
+
+Spec: ``anthropic:MODEL`` (key from ``ANTHROPIC_API_KEY``), or
+``anthropic:MODEL@BASE_URL`` for a proxy or a local test server. The API
+returns no log-probabilities and has no JSON mode: critics that want either
+fall back to text critique and say so in the trace.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import BackendError, ConfigError
+from ..types import Generation
+from .base import BaseBackend, LLMRequest, RetryPolicy
+from .http import HTTPTransport
+from .pricing import Pricing, lookup_pricing
+
+DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
+API_VERSION = "2023-06-01"
+
+
+class AnthropicBackend(BaseBackend):
+    provider = "anthropic"
+    supports_logprobs = False
+    supports_json = False
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        pricing: Pricing | None = None,
+        retry: RetryPolicy | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not model:
+            raise ConfigError("anthropic backend needs a model name: anthropic:MODEL")
+        key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
+        if not key and base_url is None:
+            raise ConfigError("ANTHROPIC_API_KEY is not set: export ANTHROPIC_API_KEY=...")
+        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        if pricing is None:
+            pricing = lookup_pricing("anthropic", model, self.base_url if base_url else None)
+        super().__init__(model, pricing=pricing, retry=retry, **kwargs)
+        headers = {"content-type": "application/json", "anthropic-version": API_VERSION}
+        if key:
+            headers["x-api-key"] = key
+        self._http = HTTPTransport(self.base_url, headers, timeout, label=f"anthropic:{model}")
+
+    @property
+    def spec(self) -> str:
+        if self.base_url == DEFAULT_BASE_URL:
+            return f"anthropic:{self.model}"
+        return f"anthropic:{self.model}@{self.base_url}"
+
+    async def _generate(self, request: LLMRequest) -> Generation:
+        system_parts: list[str] = []
+        messages: list[dict[str, str]] = []
+        if request.prompt is not None:
+            messages.append({"role": "user", "content": request.prompt})
+        for m in request.messages or ():
+            if m.role == "system":
+                system_parts.append(m.content)
+            else:
+                messages.append({"role": m.role, "content": m.content})
+        if not messages:
+            raise ConfigError("anthropic needs at least one user message besides the system prompt")
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "messages": messages,
+            "temperature": request.temperature,
+        }
+        if system_parts:
+            payload["system"] = "\n\n".join(system_parts)
+        if request.stop:
+            payload["stop_sequences"] = list(request.stop)
+        data = await self._http.post_json("/messages", payload)
+        blocks = data.get("content")
+        if not isinstance(blocks, list):
+            raise BackendError(f"{self.spec}: response has no content: {str(data)[:200]}", is_retryable=True)
+        text = "".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+        usage = data.get("usage") or {}
+        return Generation(
+            text=text,
+            prompt_tokens=int(usage.get("input_tokens") or 0),
+            completion_tokens=int(usage.get("output_tokens") or 0),
+            finish_reason=str(data.get("stop_reason") or ""),
+            model=str(data.get("model") or self.model),
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()

@@ -1,0 +1,250 @@
+"""The LLM backend protocol and the shared machinery behind every backend.
+
+A backend turns an :class:`LLMRequest` into a :class:`~selfrag.types.Generation`.
+Concrete backends subclass :class:`BaseBackend` and implement one method,
+``_generate``; the base class adds request normalisation, retries with
+exponential backoff and jitter, timing, and cost accounting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import BackendError, ConfigError
+from ..types import Generation
+from .pricing import Pricing, lookup_pricing
+
+ROLES = ("system", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+
+
+# A prompt is either chat messages (sent through the model's chat template) or a
+# plain string (sent as is, with no template: completion style).
+Prompt = str | Sequence[Message | Mapping[str, str]]
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One normalised LLM call. Exactly one of ``messages`` and ``prompt`` is set."""
+
+    messages: tuple[Message, ...] | None = None
+    prompt: str | None = None
+    max_tokens: int = 256
+    temperature: float = 0.0
+    stop: tuple[str, ...] = ()
+    top_logprobs: int = 0
+    response_format: str | None = None  # None or "json"
+
+    def prompt_text(self) -> str:
+        """All prompt text as one string (for matching and rough token counts)."""
+        if self.prompt is not None:
+            return self.prompt
+        return "\n".join(m.content for m in self.messages or ())
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def normalize_messages(prompt: Prompt) -> tuple[tuple[Message, ...] | None, str | None]:
+    if isinstance(prompt, str):
+        return None, prompt
+    messages: list[Message] = []
+    for i, item in enumerate(prompt):
+        if isinstance(item, Message):
+            msg = item
+        elif isinstance(item, Mapping):
+            try:
+                msg = Message(role=str(item["role"]), content=str(item["content"]))
+            except KeyError as exc:
+                raise ConfigError(f"message {i} has no {exc.args[0]!r} key; give role and content") from None
+        else:
+            raise ConfigError(f"message {i} is a {type(item).__name__}; give a dict with role and content")
+        if msg.role not in ROLES:
+            raise ConfigError(f"message {i} has role {msg.role!r}; use one of {', '.join(ROLES)}")
+        messages.append(msg)
+    if not messages:
+        raise ConfigError("no messages given; pass at least one user message")
+    return tuple(messages), None
+
+
+def build_request(
+    prompt: Prompt,
+    *,
+    max_tokens: int = 256,
+    temperature: float = 0.0,
+    stop: Sequence[str] | str | None = None,
+    top_logprobs: int = 0,
+    response_format: str | Mapping[str, Any] | None = None,
+) -> LLMRequest:
+    messages, raw = normalize_messages(prompt)
+    if isinstance(stop, str):
+        stop = [stop]
+    if isinstance(response_format, Mapping):
+        kind = response_format.get("type")
+        response_format = "json" if kind in ("json_object", "json_schema", "json") else None
+    if response_format not in (None, "json"):
+        raise ConfigError(f"response_format {response_format!r} is not supported; use 'json' or None")
+    if max_tokens < 1:
+        raise ConfigError(f"max_tokens must be at least 1, got {max_tokens}")
+    if not 0 <= top_logprobs <= 20:
+        raise ConfigError(f"top_logprobs must be between 0 and 20, got {top_logprobs}")
+    return LLMRequest(
+        messages=messages,
+        prompt=raw,
+        max_tokens=int(max_tokens),
+        temperature=float(temperature),
+        stop=tuple(stop or ()),
+        top_logprobs=int(top_logprobs),
+        response_format=response_format,
+    )
+
+
+@runtime_checkable
+class LLMBackend(Protocol):
+    """What every backend offers. Capabilities are attributes."""
+
+    provider: str
+    model: str
+    supports_logprobs: bool
+    supports_json: bool
+
+    async def generate(
+        self,
+        prompt: Prompt,
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: Sequence[str] | str | None = None,
+        top_logprobs: int = 0,
+        response_format: str | Mapping[str, Any] | None = None,
+    ) -> Generation: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter, bounded attempts, honouring Retry-After."""
+
+    max_attempts: int = 5
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    max_retry_after: float = 120.0
+
+    def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+        """Seconds to wait before attempt ``attempt + 1`` (attempt counts from 1)."""
+        if retry_after is not None:
+            return min(self.max_retry_after, max(retry_after, 0.0))
+        backoff = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+        return backoff * (0.5 + rng.random() / 2)
+
+
+def approx_token_count(text: str) -> int:
+    """A tokenizer-free estimate: about four characters per token."""
+    return max(1, (len(text) + 3) // 4) if text else 0
+
+
+class BaseBackend:
+    """Shared behaviour; subclasses implement :meth:`_generate`."""
+
+    provider: str = "base"
+    supports_logprobs: bool = False
+    supports_json: bool = False
+    # Whether a plain-string prompt is sent without any chat template.
+    supports_raw_prompt: bool = False
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        pricing: Pricing | None = None,
+        retry: RetryPolicy | None = None,
+        sleep=asyncio.sleep,
+    ) -> None:
+        self.model = model
+        self.pricing = pricing if pricing is not None else lookup_pricing(self.provider, model)
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self._rng = random.Random()
+
+    @property
+    def spec(self) -> str:
+        """The spec string that recreates this backend."""
+        return f"{self.provider}:{self.model}"
+
+    async def generate(
+        self,
+        prompt: Prompt,
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: Sequence[str] | str | None = None,
+        top_logprobs: int = 0,
+        response_format: str | Mapping[str, Any] | None = None,
+    ) -> Generation:
+        request = build_request(
+            prompt,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop=stop,
+            top_logprobs=top_logprobs,
+            response_format=response_format,
+        )
+        return await self.generate_request(request)
+
+    async def generate_request(self, request: LLMRequest) -> Generation:
+        attempt = 0
+        while True:
+            attempt += 1
+            start = time.perf_counter()
+            try:
+                gen = await self._generate(request)
+            except BackendError as exc:
+                if not exc.is_retryable or attempt >= self.retry.max_attempts:
+                    if exc.is_retryable:
+                        raise BackendError(
+                            f"{self.spec}: gave up after {attempt} attempts: {exc}",
+                            status=exc.status,
+                            is_retryable=False,
+                        ) from exc
+                    raise
+                await self._sleep(self.retry.delay(attempt, exc.retry_after, self._rng))
+                continue
+            latency = (time.perf_counter() - start) * 1000
+            cost = self.pricing.cost(gen.prompt_tokens, gen.completion_tokens)
+            return dataclasses.replace(
+                gen,
+                latency_ms=gen.latency_ms or latency,
+                cost_usd=gen.cost_usd or cost,
+                model=gen.model or self.model,
+                evaluated_prompt_tokens=(
+                    gen.evaluated_prompt_tokens
+                    if gen.evaluated_prompt_tokens is not None
+                    else gen.prompt_tokens
+                ),
+            )
+
+    async def _generate(self, request: LLMRequest) -> Generation:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def count_tokens(self, text: str) -> int:
+        return approx_token_count(text)
+
+    async def aclose(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.spec}>"

@@ -1,0 +1,106 @@
+"""HTTP plumbing shared by the API backends: one client, error mapping, Retry-After."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from typing import Any
+
+import httpx
+
+from ..errors import BackendError
+
+RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def provider_message(response: httpx.Response) -> str:
+    """The error message the provider put in its body, or the start of the body."""
+    try:
+        body = response.json()
+    except (json.JSONDecodeError, ValueError):
+        return " ".join(response.text.split())[:300] or response.reason_phrase
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:500]
+        if isinstance(err, str):
+            return err[:500]
+        if body.get("message"):
+            return str(body["message"])[:500]
+    return json.dumps(body)[:300]
+
+
+class HTTPTransport:
+    """A lazily created ``httpx.AsyncClient`` that maps failures to :class:`BackendError`."""
+
+    def __init__(self, base_url: str, headers: dict[str, str], timeout: float, label: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = headers
+        self._timeout = timeout
+        self._label = label
+        self._client: httpx.AsyncClient | None = None
+
+    def _get_client(self) -> httpx.AsyncClient:
+        if self._client is None or self._client.is_closed:
+            self._client = httpx.AsyncClient(
+                base_url=self.base_url,
+                headers=self._headers,
+                timeout=httpx.Timeout(self._timeout, connect=min(10.0, self._timeout)),
+                limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
+            )
+        return self._client
+
+    async def post_json(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        client = self._get_client()
+        try:
+            response = await client.post(path, json=payload)
+        except httpx.TimeoutException as exc:
+            raise BackendError(f"{self._label}: request timed out ({type(exc).__name__})", is_retryable=True) from exc
+        except httpx.TransportError as exc:
+            raise BackendError(
+                f"{self._label}: cannot reach {self.base_url} ({type(exc).__name__}: {exc})",
+                is_retryable=True,
+            ) from exc
+        if response.status_code >= 400:
+            status = response.status_code
+            raise BackendError(
+                f"{self._label}: HTTP {status}: {provider_message(response)}",
+                status=status,
+                is_retryable=status in RETRYABLE_STATUS,
+                retry_after=parse_retry_after(response.headers.get("retry-after")),
+            )
+        try:
+            data = response.json()
+        except (json.JSONDecodeError, ValueError) as exc:
+            raise BackendError(
+                f"{self._label}: the server answered with something that is not JSON: "
+                f"{response.text[:200]!r}",
+                is_retryable=True,
+            ) from exc
+        if not isinstance(data, dict):
+            raise BackendError(f"{self._label}: unexpected response shape: {str(data)[:200]}")
+        return data
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None

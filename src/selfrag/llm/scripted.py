@@ -1,0 +1,193 @@
+"""A deterministic test double that replays scripted responses.
+
+Two modes:
+
+* **list** — responses are returned in call order.
+* **dict** — each call is answered with the value of the first key (in the
+  script's order) that occurs in the prompt text. A single value answers every
+  matching call; a list of values is consumed one item per matching call. Use
+  this mode when calls run concurrently, so answers do not depend on scheduling.
+
+A response is a string, or an object with ``text`` and optionally
+``top_logprobs`` (one ``{token: logprob}`` object for the first position, or a
+list of them, one per position), ``prompt_tokens``, ``completion_tokens``,
+``cost_usd`` and ``finish_reason``; ``{"error": "...", "status": 503}`` makes
+the call fail (retryable for 429 and 5xx statuses).
+
+Load one from a JSON file with the spec ``scripted:PATH``, or build it in Python::
+
+    llm = ScriptedBackend(["yes", {"text": "Paris", "completion_tokens": 3}])
+    llm.enqueue("another answer")
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import BackendError, ConfigError, DataError, ScriptExhaustedError
+from ..types import Generation, TokenLogprobs
+from .base import BaseBackend, LLMRequest, approx_token_count
+
+_RESPONSE_KEYS = {
+    "text",
+    "top_logprobs",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "finish_reason",
+    "error",
+    "status",
+}
+
+
+def _check_response(item: Any, where: str) -> Any:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, Mapping):
+        unknown = set(item) - _RESPONSE_KEYS
+        if unknown:
+            raise ConfigError(
+                f"scripted response {where} has unknown key(s) {sorted(unknown)}; "
+                f"allowed: {sorted(_RESPONSE_KEYS)}"
+            )
+        if "text" not in item and "error" not in item:
+            raise ConfigError(f"scripted response {where} needs a 'text' (or an 'error') key")
+        return dict(item)
+    raise ConfigError(
+        f"scripted response {where} is a {type(item).__name__}; use a string or an object with 'text'"
+    )
+
+
+class ScriptedBackend(BaseBackend):
+    """Replays a script of responses; records every request in ``calls``."""
+
+    provider = "scripted"
+    supports_raw_prompt = True
+
+    def __init__(
+        self,
+        script: Iterable[Any] | Mapping[str, Any] | None = None,
+        *,
+        model: str = "scripted",
+        supports_logprobs: bool = True,
+        supports_json: bool = True,
+        name: str = "",
+    ) -> None:
+        super().__init__(model)
+        self.supports_logprobs = supports_logprobs
+        self.supports_json = supports_json
+        self._name = name or model
+        self.calls: list[LLMRequest] = []
+        self._queue: deque[Any] = deque()
+        # key -> (consumed one per call?, responses)
+        self._keyed: dict[str, tuple[bool, deque[Any]]] | None = None
+        if isinstance(script, Mapping):
+            self._keyed = {}
+            for key, value in script.items():
+                if not isinstance(key, str) or not key:
+                    raise ConfigError("scripted keys must be non-empty strings")
+                consumed = isinstance(value, list)
+                values = value if consumed else [value]
+                self._keyed[key] = (
+                    consumed,
+                    deque(_check_response(v, f"for key {key!r}") for v in values),
+                )
+        elif script is not None:
+            self.enqueue(*script)
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kwargs: Any) -> ScriptedBackend:
+        p = Path(path)
+        if not p.is_file():
+            raise DataError(f"scripted LLM file not found: {p} (give a JSON list or object of responses)")
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{p}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+        if not isinstance(data, (list, dict)):
+            raise DataError(f"{p}: expected a JSON list or object of responses, got {type(data).__name__}")
+        kwargs.setdefault("name", p.name)
+        return cls(data, **kwargs)
+
+    @property
+    def spec(self) -> str:
+        return f"scripted:{self._name}"
+
+    def enqueue(self, *responses: Any) -> None:
+        """Append responses for list mode."""
+        if self._keyed is not None:
+            raise ConfigError("this scripted backend matches keys; enqueue works in list mode only")
+        for r in responses:
+            self._queue.append(_check_response(r, f"#{len(self._queue) + len(self.calls) + 1}"))
+
+    @property
+    def remaining(self) -> int:
+        if self._keyed is not None:
+            return sum(len(v) for _, v in self._keyed.values())
+        return len(self._queue)
+
+    def _next_response(self, request: LLMRequest) -> Any:
+        text = request.prompt_text()
+        excerpt = " ".join(text.split())[:120]
+        if self._keyed is None:
+            if not self._queue:
+                raise ScriptExhaustedError(
+                    f"scripted LLM ran out of responses at call {len(self.calls)} "
+                    f"(prompt starts: {excerpt!r}); add more responses to the script"
+                )
+            return self._queue.popleft()
+        for key, (consumed, values) in self._keyed.items():
+            if key in text:
+                if not values:
+                    raise ScriptExhaustedError(
+                        f"scripted LLM has no responses left for key {key!r} "
+                        f"(prompt starts: {excerpt!r})"
+                    )
+                return values.popleft() if consumed else values[0]
+        raise ScriptExhaustedError(
+            f"no scripted key occurs in the prompt (prompt starts: {excerpt!r}); "
+            f"keys: {list(self._keyed)[:8]}"
+        )
+
+    async def _generate(self, request: LLMRequest) -> Generation:
+        # Take the response before any await so concurrent calls stay in start order.
+        self.calls.append(request)
+        item = self._next_response(request)
+        if isinstance(item, str):
+            item = {"text": item}
+        if "error" in item:
+            status = item.get("status")
+            retryable = status is not None and (status == 429 or status >= 500)
+            raise BackendError(f"scripted error: {item['error']}", status=status, is_retryable=retryable)
+        text = str(item["text"])
+        logprobs = None
+        if request.top_logprobs and self.supports_logprobs and "top_logprobs" in item:
+            logprobs = _to_logprobs(item["top_logprobs"], request.top_logprobs)
+        return Generation(
+            text=text,
+            prompt_tokens=int(item.get("prompt_tokens", approx_token_count(request.prompt_text()))),
+            completion_tokens=int(item.get("completion_tokens", approx_token_count(text))),
+            cost_usd=float(item.get("cost_usd", 0.0)),
+            finish_reason=str(item.get("finish_reason", "stop")),
+            logprobs=logprobs,
+        )
+
+
+def _to_logprobs(raw: Any, k: int) -> tuple[TokenLogprobs, ...]:
+    positions = raw if isinstance(raw, list) else [raw]
+    out = []
+    for pos in positions:
+        if not isinstance(pos, Mapping) or not pos:
+            raise ConfigError("scripted top_logprobs must be {token: logprob} objects")
+        ranked = sorted(((str(t), float(lp)) for t, lp in pos.items()), key=lambda x: -x[1])
+        for tok, lp in ranked:
+            if lp > 0 or math.isnan(lp):
+                raise ConfigError(f"scripted log-probability for {tok!r} must be <= 0, got {lp}")
+        top = dict(ranked[:k])
+        out.append(TokenLogprobs(token=ranked[0][0], logprob=ranked[0][1], top=top))
+    return tuple(out)

@@ -1,0 +1,152 @@
+"""The Method base class: dependencies passed in, every call traced, totals derived.
+
+A method implements ``_answer(question, run)`` and returns an :class:`Outcome`;
+``answer()`` wraps it with timing and builds the :class:`RAGResponse` from the
+run's steps, so no method keeps its own counters.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..errors import DataError
+from ..retrieval.base import Retriever, RetrieverFactory
+from ..types import ArchitectureType, Candidate, Document, Question, RAGResponse
+from ..validation import StrictModel, parse_model
+from .trace import Run
+
+
+class MethodConfig(StrictModel):
+    """Base of every method's config section (unknown keys are rejected)."""
+
+
+@dataclass
+class Outcome:
+    """What a method decided; accounting is derived from the run."""
+
+    answer: str
+    retrieval_needed: bool = False
+    candidates: Sequence[Candidate] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def as_question(question: Question | str) -> Question:
+    if isinstance(question, Question):
+        return question
+    text = str(question).strip()
+    if not text:
+        raise DataError("the question is empty; give some text to answer")
+    return Question(id="q", text=text)
+
+
+class Method(ABC):
+    """A RAG method. Subclasses set the class attributes and implement ``_answer``."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    type: ClassVar[ArchitectureType] = ArchitectureType.STANDARD
+    # Key of this method's section in experiment configs (e.g. "vanilla" for vanilla_rag).
+    config_section: ClassVar[str] = ""
+    Config: ClassVar[type[MethodConfig]] = MethodConfig
+    uses_retrieval: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        llm: Any,
+        retriever: Retriever | None = None,
+        config: MethodConfig | dict[str, Any] | None = None,
+        *,
+        retriever_factory: RetrieverFactory | None = None,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+    ) -> None:
+        self.llm = llm
+        self.retriever = retriever
+        self.retriever_factory = retriever_factory
+        self.config = parse_model(self.Config, config, prefix=self.section())
+        self.llm_params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature}
+
+    @classmethod
+    def section(cls) -> str:
+        return cls.config_section or cls.name
+
+    # -- seed-compatible accessors --------------------------------------------
+    def get_name(self) -> str:
+        return self.name
+
+    def get_type(self) -> ArchitectureType:
+        return self.type
+
+    @classmethod
+    def get_config_schema(cls) -> dict[str, tuple[Any, bool, Any]]:
+        """``{key: (type, required, default)}`` for each config key."""
+        schema = {}
+        for key, info in cls.Config.model_fields.items():
+            default = None if info.is_required() else info.get_default(call_default_factory=True)
+            schema[key] = (info.annotation, info.is_required(), default)
+        return schema
+
+    # -- answering -------------------------------------------------------------
+    def _resolve_retriever(
+        self, question: Question, corpus: Retriever | Sequence[Document] | None
+    ) -> Retriever | None:
+        if corpus is not None and not isinstance(corpus, (list, tuple)):
+            return corpus  # a retriever
+        docs: Sequence[Document] | None = corpus if corpus is not None else None
+        if docs is None:
+            if self.retriever is not None:
+                return self.retriever
+            docs = question.contexts or None
+        if docs is None or not self.uses_retrieval:
+            return None
+        if not docs:
+            raise DataError(f"question {question.id}: the corpus is empty; give at least one document")
+        factory = self.retriever_factory
+        if factory is None:
+            from ..retrieval.registry import retriever_factory
+
+            factory = retriever_factory("bm25")
+        return factory(docs)
+
+    async def answer(
+        self,
+        question: Question | str,
+        corpus: Retriever | Sequence[Document] | None = None,
+    ) -> RAGResponse:
+        """Answer one question.
+
+        Documents come from ``corpus`` (a retriever, or documents to index), else
+        the method's own retriever, else the question's own contexts.
+        """
+        q = as_question(question)
+        run = Run(self.llm, self._resolve_retriever(q, corpus), dict(self.llm_params))
+        outcome = await self._answer(q, run)
+        return self._response(run, outcome)
+
+    def _response(self, run: Run, outcome: Outcome) -> RAGResponse:
+        steps = run.steps()
+        prompt_tokens = sum(s.prompt_tokens for s in steps)
+        completion_tokens = sum(s.completion_tokens for s in steps)
+        return RAGResponse(
+            answer=outcome.answer,
+            reasoning_chain=steps,
+            retrieved_docs=tuple(run.retrievals),
+            total_tokens=sum(s.tokens_used for s in steps),
+            total_cost_usd=sum(s.cost_usd for s in steps),
+            latency_ms=run.elapsed_ms(),
+            num_retrieval_calls=sum(s.retrieval_calls for s in steps),
+            num_llm_calls=sum(s.llm_calls for s in steps),
+            model=str(getattr(self.llm, "model", "")),
+            architecture=self.name,
+            candidates=tuple(outcome.candidates),
+            retrieval_needed=outcome.retrieval_needed,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            details=dict(outcome.details),
+        )
+
+    @abstractmethod
+    async def _answer(self, question: Question, run: Run) -> Outcome: ...

@@ -1,0 +1,70 @@
+"""Formatting retrieved passages into prompts.
+
+Passages are untrusted text: each is wrapped in explicit delimiters so a
+planted instruction stays inside its own block, and any delimiter-looking text
+inside a passage is neutralised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..types import Document
+
+OPEN, CLOSE = "<document", "</document>"
+
+
+def _neutralise(text: str) -> str:
+    return text.replace(CLOSE, "</ document>").replace(OPEN, "< document")
+
+
+def format_passage(doc: Document, index: int | None = None, text: str | None = None) -> str:
+    label = f' index="{index}"' if index is not None else ""
+    title = _neutralise(doc.title).replace('"', "'")
+    body = _neutralise(text if text is not None else doc.text)
+    return f'{OPEN}{label} title="{title}">\n{body}\n{CLOSE}'
+
+
+def build_context(
+    docs: Sequence[Document],
+    max_tokens: int,
+    count_tokens: Callable[[str], int],
+) -> tuple[str, list[Document]]:
+    """Join passages until ``max_tokens`` (as the model counts them) is reached.
+
+    Whole passages are kept while they fit; the first passage that does not fit
+    is cut to the remaining budget (so at least part of the top passage is
+    always present). Returns the context and the documents it includes.
+    """
+    blocks: list[str] = []
+    used: list[Document] = []
+    budget = max_tokens
+    for i, doc in enumerate(docs, start=1):
+        block = format_passage(doc, i)
+        cost = count_tokens(block) + 1
+        if cost <= budget:
+            blocks.append(block)
+            used.append(doc)
+            budget -= cost
+            continue
+        overhead = count_tokens(format_passage(doc, i, text="")) + 1
+        if budget - overhead > 8:
+            blocks.append(format_passage(doc, i, text=truncate_to_tokens(doc.text, budget - overhead, count_tokens)))
+            used.append(doc)
+        break
+    return "\n\n".join(blocks), used
+
+
+def truncate_to_tokens(text: str, max_tokens: int, count_tokens: Callable[[str], int]) -> str:
+    """The longest word-boundary prefix of ``text`` within ``max_tokens``."""
+    if count_tokens(text) <= max_tokens:
+        return text
+    words = text.split()
+    lo, hi = 0, len(words)
+    while lo < hi:  # binary search on the number of words kept
+        mid = (lo + hi + 1) // 2
+        if count_tokens(" ".join(words[:mid])) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return " ".join(words[:lo])

@@ -1,0 +1,33 @@
+"""Baseline: answer from the model's own knowledge, with no retrieval."""
+
+from __future__ import annotations
+
+from ..prompts import load_prompt, render
+from ..types import ArchitectureType, Question
+from .base import Method, MethodConfig, Outcome
+from .registry import register
+from .text import clean_answer
+from .trace import Run
+
+
+class NoRetrievalConfig(MethodConfig):
+    pass
+
+
+@register
+class NoRetrieval(Method):
+    name = "no_retrieval"
+    description = "Answer directly from the model, no documents (1 LLM call)."
+    type = ArchitectureType.BASELINE
+    Config = NoRetrievalConfig
+    uses_retrieval = False
+
+    async def _answer(self, question: Question, run: Run) -> Outcome:
+        prompt = render(load_prompt("answer_direct"), question=question.text)
+        step = await run.generate(
+            [{"role": "user", "content": prompt}],
+            action="direct_answer",
+            thought="Answer without retrieval.",
+            action_input=question.text,
+        )
+        return Outcome(answer=clean_answer(step.text), retrieval_needed=False)

@@ -1,0 +1,1 @@
+"""Critique parsing and scoring: pure functions over model outputs and probabilities."""

@@ -1,0 +1,176 @@
+"""Core data types shared by every part of selfrag.
+
+Frozen dataclasses that carry data between components. They hold no behaviour
+beyond trivial conveniences; serialisation lives in :mod:`selfrag.serialize`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class QuestionType(str, Enum):
+    """Common question types. ``Question.type`` accepts any string; these are the usual ones."""
+
+    BRIDGE = "bridge"
+    COMPARISON = "comparison"
+    YES_NO = "yes_no"
+    MULTIPLE_CHOICE = "multiple_choice"
+    OPEN = "open"
+
+
+class ArchitectureType(str, Enum):
+    """The family a method belongs to."""
+
+    BASELINE = "baseline"  # no retrieval
+    STANDARD = "standard"  # one retrieval, one generation
+    AGENTIC = "agentic"  # the model decides, critiques or iterates
+
+
+@dataclass(frozen=True)
+class Document:
+    """A passage that can be retrieved."""
+
+    id: str
+    text: str
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question with its gold answers and, for per-question corpora, its own passages."""
+
+    id: str
+    text: str
+    answers: tuple[str, ...] = ()
+    type: str = QuestionType.OPEN.value
+    level: str = ""
+    choices: tuple[str, ...] = ()
+    contexts: tuple[Document, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gold_answer(self) -> str:
+        """The first gold answer, or an empty string."""
+        return self.answers[0] if self.answers else ""
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    """What one retrieval call returned."""
+
+    documents: tuple[Document, ...]
+    scores: tuple[float, ...]
+    query: str
+    retrieval_time_ms: float = 0.0
+    method: str = ""
+
+
+@dataclass(frozen=True)
+class TokenLogprobs:
+    """One generated token, its log-probability, and the most likely alternatives at its position."""
+
+    token: str
+    logprob: float
+    top: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """The result of one LLM call."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    cached: bool = False
+    model: str = ""
+    finish_reason: str = ""
+    # Per generated token, only when top log-probabilities were requested.
+    logprobs: tuple[TokenLogprobs, ...] | None = None
+    # Prompt tokens the backend actually had to evaluate (after KV-cache prefix
+    # reuse); equals prompt_tokens for backends that cannot tell.
+    evaluated_prompt_tokens: int | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def top_logprobs(self) -> list[dict[str, float]] | None:
+        """Per generated token, the top alternatives (token -> log-probability)."""
+        if self.logprobs is None:
+            return None
+        return [t.top for t in self.logprobs]
+
+
+@dataclass(frozen=True)
+class ReasoningStep:
+    """One step of a method's trace: an LLM call, a retrieval, or a pure decision.
+
+    ``llm_calls`` and ``retrieval_calls`` say what the step cost; a response's
+    totals are sums over its steps. ``details`` holds structured data (scores,
+    probabilities, labels) for traces and analysis.
+    """
+
+    step_id: int
+    thought: str
+    action: str
+    action_input: str
+    observation: str
+    tokens_used: int = 0
+    cost_usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    llm_calls: int = 0
+    retrieval_calls: int = 0
+    cached: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate answer and the critique that scored it."""
+
+    text: str
+    passage: Document | None = None
+    relevance: str | None = None
+    support: str | None = None
+    utility: float | None = None
+    score: float | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RAGResponse:
+    """A method's answer to one question, with its full trace and accounting."""
+
+    answer: str
+    reasoning_chain: tuple[ReasoningStep, ...]
+    retrieved_docs: tuple[RetrievalResult, ...]
+    total_tokens: int
+    total_cost_usd: float
+    latency_ms: float
+    num_retrieval_calls: int
+    num_llm_calls: int
+    model: str
+    architecture: str
+    candidates: tuple[Candidate, ...] = ()
+    retrieval_needed: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sources(self) -> list[Document]:
+        """Distinct documents retrieved during the run, in first-seen order."""
+        seen: dict[str, Document] = {}
+        for result in self.retrieved_docs:
+            for doc in result.documents:
+                seen.setdefault(doc.id, doc)
+        return list(seen.values())
