@@ -1,0 +1,92 @@
+"""Shared fixtures. Logic is tested through the scripted backend; the real
+embedded model, real HTTP servers, real SQLite and real files where they matter."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from selfrag.types import Document, RetrievalResult
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = (REPO / ".." / "shared" / "data").resolve()
+
+
+class StaticRetriever:
+    """Returns a fixed result for every query and counts the calls (like a mock)."""
+
+    name = "static"
+
+    def __init__(self, result: RetrievalResult) -> None:
+        self.result = result
+        self.calls: list[tuple[str, int]] = []
+
+    @property
+    def documents(self):
+        return self.result.documents
+
+    def index(self, documents):  # pragma: no cover - not used
+        raise NotImplementedError
+
+    async def retrieve(self, query: str, top_k: int) -> RetrievalResult:
+        self.calls.append((query, top_k))
+        return self.result
+
+    def save(self, path):  # pragma: no cover - not used
+        raise NotImplementedError
+
+
+@pytest.fixture
+def static_retriever_factory():
+    return StaticRetriever
+
+
+@pytest.fixture
+def france_docs() -> list[Document]:
+    return [
+        Document(id="1", title="Doc A", text="Paris is the capital of France."),
+        Document(id="2", title="Doc B", text="France is in Europe."),
+        Document(id="3", title="Doc C", text="Berlin is the capital of Germany."),
+    ]
+
+
+@pytest.fixture
+def france_retriever(france_docs) -> StaticRetriever:
+    return StaticRetriever(
+        RetrievalResult(
+            documents=tuple(france_docs),
+            scores=(0.9, 0.85, 0.7),
+            query="capital of France",
+            retrieval_time_ms=10.0,
+            method="bm25",
+        )
+    )
+
+
+@pytest.fixture(scope="session")
+def embedded_llm():
+    """The real embedded SmolLM2 model, loaded once per test session."""
+    from selfrag.llm.llamacpp import LlamaCppBackend
+
+    backend = LlamaCppBackend(n_ctx=2048)
+    backend.warm_up()
+    return backend
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """../shared/data, or skip when it is not there."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is not present")
+    return SHARED_DATA
+
+
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
