@@ -220,6 +220,9 @@ def _source_for(key: str, sources: Mapping[str, str]) -> str:
         found = sources.get(".".join(parts[:n]))
         if found:
             return found
+    for dotted, found in sources.items():
+        if dotted.startswith(key + "."):
+            return found
     return ""
 
 
