@@ -44,7 +44,8 @@ class AnthropicBackend(BaseBackend):
             raise ConfigError("ANTHROPIC_API_KEY is not set: export ANTHROPIC_API_KEY=...")
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         if pricing is None:
-            pricing = lookup_pricing("anthropic", model, self.base_url if base_url else None)
+            # A base URL here is a proxy in front of Anthropic, so list prices still apply.
+            pricing = lookup_pricing("anthropic", model)
         super().__init__(model, pricing=pricing, retry=retry, **kwargs)
         headers = {"content-type": "application/json", "anthropic-version": API_VERSION}
         if key:

