@@ -40,7 +40,7 @@ async def test_vanilla_budget_trace_and_delimited_context(france_retriever):
     assert [s.action for s in r.reasoning_chain] == ["retrieve", "generate"]
     assert [s.step_id for s in r.reasoning_chain] == [1, 2]
     assert france_retriever.calls == [("What is the capital of France?", 3)]
-    prompt = llm.calls[0].messages[0].content
+    prompt = llm.calls[0].messages[-1].content
     assert '<document index="1" title="Doc A">\nParis is the capital of France.\n</document>' in prompt
     assert r.retrieved_docs[0].query == "capital of France"
     assert [d.id for d in r.sources] == ["1", "2", "3"]
@@ -69,7 +69,7 @@ async def test_vanilla_context_budget_counts_with_the_backend_tokenizer(france_r
     llm.count_tokens = words  # a tokenizer that counts words
     method = create_method("vanilla_rag", llm, france_retriever, {"vanilla": {"max_context_tokens": 20}})
     await method.answer("What is the capital of France?")
-    prompt = llm.calls[0].messages[0].content
+    prompt = llm.calls[0].messages[-1].content
     assert "Paris is the capital of France." in prompt
     assert "Berlin" not in prompt  # the third passage did not fit
 

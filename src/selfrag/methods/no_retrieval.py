@@ -25,7 +25,7 @@ class NoRetrieval(Method):
     async def _answer(self, question: Question, run: Run) -> Outcome:
         prompt = render(load_prompt("answer_direct"), question=question.text)
         step = await run.generate(
-            [{"role": "user", "content": prompt}],
+            [{"role": "system", "content": load_prompt("answer_system")}, {"role": "user", "content": prompt}],
             action="direct_answer",
             thought="Answer without retrieval.",
             action_input=question.text,

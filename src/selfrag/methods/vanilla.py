@@ -31,7 +31,7 @@ class VanillaRAG(Method):
         context, used = build_context(result.documents, self.config.max_context_tokens, self.llm.count_tokens)
         prompt = render(load_prompt("answer_with_context"), question=question.text, context=context)
         step = await run.generate(
-            [{"role": "user", "content": prompt}],
+            [{"role": "system", "content": load_prompt("answer_system")}, {"role": "user", "content": prompt}],
             action="generate",
             thought=f"Answer from {len(used)} passages.",
             action_input=question.text,
