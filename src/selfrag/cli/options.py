@@ -41,6 +41,11 @@ def config_from_args(args: argparse.Namespace, *, cache_default: bool) -> Experi
         flags.append(f"retrieval.method={args.retriever}")
     if args.index:
         flags.append(f"retrieval.index={args.index}")
+        if not args.retriever:
+            # A saved index knows its retriever: use it unless told otherwise.
+            from ..retrieval.persist import read_manifest
+
+            flags.append(f"retrieval.method={read_manifest(args.index).get('retriever', 'bm25')}")
     base: dict[str, Any] = {"cache": {"enabled": cache_default}}
     if args.cache is not None:
         flags.append("cache.enabled=true")

@@ -16,9 +16,23 @@ def _bm25(documents: Sequence[Document] | None, **options: Any) -> Retriever:
     return BM25Retriever(documents, **options)
 
 
+def _dense(documents: Sequence[Document] | None, **options: Any) -> Retriever:
+    from .dense import DenseRetriever
+
+    return DenseRetriever(documents, **options)
+
+
+def _hybrid(documents: Sequence[Document] | None, **options: Any) -> Retriever:
+    from .hybrid import HybridRetriever
+
+    return HybridRetriever(documents, **options)
+
+
 # name -> builder(documents, **options); documents may be None for an empty retriever.
 RETRIEVERS: dict[str, Callable[..., Retriever]] = {
     "bm25": _bm25,
+    "dense": _dense,
+    "hybrid": _hybrid,
 }
 
 

@@ -1,0 +1,30 @@
+"""selfrag analyze: a run's summary as a table, optionally broken down."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+NAME = "analyze"
+HELP = "show a run's results (metrics, cost, latency), optionally by question type, level and retrieval"
+ORDER = 55
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `selfrag run`")
+    parser.add_argument("--breakdown", action="store_true", help="also by question type, level and retrieval decision")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ...eval.report import breakdown_tables, load_run, summary_table
+
+    summary = load_run(args.run_dir)
+    if args.json:
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+        return 0
+    print(summary_table(summary))
+    if args.breakdown:
+        tables = breakdown_tables(summary)
+        print("\n" + (tables or "no breakdown: the run has no answered questions"))
+    return 0

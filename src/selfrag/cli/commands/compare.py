@@ -1,0 +1,31 @@
+"""selfrag compare: runs side by side, and a plot of F1 against cost and latency."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+NAME = "compare"
+HELP = "compare runs: one row per run (method, retriever, model, n, EM, F1, cost, calls, latency)"
+ORDER = 56
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories written by `selfrag run`")
+    parser.add_argument("--plot", metavar="FILE.png", help="also plot F1 against cost and latency per question")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ...eval.report import compare_row, compare_table, load_run, plot_compare
+
+    rows = [compare_row(load_run(d)) for d in args.run_dirs]
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+    else:
+        print(compare_table(rows))
+    if args.plot:
+        path = plot_compare(rows, args.plot)
+        if not args.json:
+            print(f"\nplot: {path}")
+    return 0

@@ -1,0 +1,108 @@
+"""selfrag index: build a persistent retrieval index, or show what one holds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ...config import ExperimentConfig, validate
+
+NAME = "index"
+HELP = "build a saved retrieval index (bm25, dense, hybrid) or show one's manifest"
+DESCRIPTION = (
+    "Build an index directory that `selfrag ask --index DIR` and `run` load instead of "
+    "re-indexing, or show its manifest. A stale or mismatched index is refused with the "
+    "command that rebuilds it."
+)
+ORDER = 40
+
+
+def add_retriever_options(parser: argparse.ArgumentParser, *, default: str | None = "bm25") -> None:
+    """Flags that choose and configure a retriever (shared with eval-retrieval)."""
+    parser.add_argument("--retriever", default=default, metavar="NAME", help="bm25 (default), dense or hybrid")
+    parser.add_argument(
+        "--embedding-model",
+        metavar="M",
+        help="dense/hybrid: a sentence-transformers directory or cached name, or openai:MODEL[@URL] "
+        "(default: the bundled all-MiniLM-L6-v2)",
+    )
+    parser.add_argument("--vector-store", choices=("auto", "exact", "faiss"), help="dense/hybrid search (default auto)")
+    parser.add_argument("--fusion", choices=("rrf", "weighted"), help="hybrid: rank fusion (default) or weighted scores")
+    parser.add_argument("--rrf-k", type=int, metavar="K", help="hybrid rrf: the k in 1/(k + rank) (default 60)")
+    parser.add_argument("--bm25-weight", type=float, metavar="W", help="hybrid weighted: BM25 weight (default 0.5)")
+    parser.add_argument("--dense-weight", type=float, metavar="W", help="hybrid weighted: dense weight (default 0.5)")
+
+
+def retrieval_config(args: argparse.Namespace) -> ExperimentConfig:
+    """The flags as a validated config (so flags and config files mean the same thing)."""
+    section: dict[str, Any] = {"method": args.retriever}
+    for key in ("embedding_model", "vector_store", "fusion", "rrf_k", "bm25_weight", "dense_weight"):
+        value = getattr(args, key, None)
+        if value is not None:
+            section[key] = value
+    return validate({"retrieval": section})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    build = sub.add_parser("build", help="index a folder or JSONL file of documents into DIR")
+    build.add_argument("--docs", required=True, metavar="PATH", help="a folder of .txt/.md files or a JSONL file")
+    build.add_argument("--out", required=True, metavar="DIR", help="the index directory to write (replaced if it is an index)")
+    add_retriever_options(build)
+    build.add_argument("--quiet", action="store_true", help="no progress bar")
+    build.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    info = sub.add_parser("info", help="show the manifest of an index directory")
+    info.add_argument("dir", metavar="DIR")
+    info.add_argument("--json", action="store_true", help="print the manifest as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    return _build(args) if args.action == "build" else _info(args)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from ...assemble import retriever_options
+    from ...retrieval.persist import read_manifest, save_index
+    from ...retrieval.registry import create_retriever
+    from ...retrieval.store import load_corpus
+
+    cfg = retrieval_config(args)
+    documents = load_corpus(args.docs)
+    options = retriever_options(cfg)
+    if cfg.retrieval.method != "bm25":
+        options["show_progress"] = False if args.quiet else None
+    start = time.perf_counter()
+    retriever = create_retriever(cfg.retrieval.method, documents, **options)
+    seconds = time.perf_counter() - start
+    out = save_index(retriever, args.out, extra={"source": str(Path(args.docs).expanduser().resolve())})
+    manifest = read_manifest(out)
+    if args.json:
+        print(json.dumps({**manifest, "index_seconds": round(seconds, 3)}, indent=2))
+    else:
+        model = f" · model {manifest['embedding_model']}" if manifest.get("embedding_model") else ""
+        print(
+            f"built {manifest['retriever']} index of {manifest['document_count']} documents "
+            f"in {seconds:.1f} s{model} -> {out}"
+        )
+        print(f"use it: selfrag ask \"...\" --index {out}", file=sys.stderr)
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from ...retrieval.persist import read_manifest
+
+    manifest = read_manifest(args.dir)
+    if args.json:
+        print(json.dumps(manifest, indent=2))
+        return 0
+    for key in ("retriever", "embedding_model", "document_count", "corpus_checksum", "created", "source"):
+        if manifest.get(key) is not None:
+            print(f"{key:16} {manifest[key]}")
+    params = {k: v for k, v in (manifest.get("params") or {}).items() if k != "embedding_model"}
+    if params:
+        print(f"{'params':16} {json.dumps(params)}")
+    return 0

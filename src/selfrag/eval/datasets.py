@@ -1,0 +1,150 @@
+"""Benchmark loaders by name: ``load_dataset(cfg.data)`` -> :class:`Dataset`.
+
+==================  ==========================================================
+``hotpotqa``        official JSON list or Hugging Face JSONL; per-question
+                    corpus = the question's 10 paragraphs
+``pubmedqa``        ``ori_pqal.json``; per-question abstract; gold yes/no/maybe
+``mmlu_evidence``   Self-BioRAG MMLU evidence files; options A-D; 10 passages
+``jsonl``           generic ``{id, question, answers, contexts?, choices?}``;
+                    or a shared collection from ``data.corpus``
+``demo``            the shipped demo questions over the shipped demo corpus
+==================  ==========================================================
+
+Relative paths are resolved against the working directory. A malformed record
+fails with its file and line, unless ``data.skip_invalid`` is set, in which
+case it is skipped and counted in ``Dataset.skipped``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import DataError
+from ..types import Document, Question
+from .records import RecordErrors
+
+
+@dataclass
+class Dataset:
+    """Questions to run and, for a shared collection, the documents to retrieve from."""
+
+    name: str
+    questions: list[Question]
+    corpus: list[Document] | None = None
+    source: str = ""
+    skipped: int = 0
+    skipped_examples: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+
+def _hotpotqa(path: Path | None, split: str | None, errors: RecordErrors) -> list[Question]:
+    from . import hotpotqa
+
+    _no_split("hotpotqa", split)
+    return hotpotqa.load(_need(path, "hotpotqa"), errors)
+
+
+def _pubmedqa(path: Path | None, split: str | None, errors: RecordErrors) -> list[Question]:
+    from . import pubmedqa
+
+    return pubmedqa.load(_need(path, "pubmedqa"), errors, split)
+
+
+def _mmlu_evidence(path: Path | None, split: str | None, errors: RecordErrors) -> list[Question]:
+    from . import mmlu_evidence
+
+    return mmlu_evidence.load(_need(path, "mmlu_evidence", folder_ok=True), errors, split)
+
+
+def _jsonl(path: Path | None, split: str | None, errors: RecordErrors) -> list[Question]:
+    from . import generic
+
+    _no_split("jsonl", split)
+    return generic.load(_need(path, "jsonl"), errors)
+
+
+def _demo(path: Path | None, split: str | None, errors: RecordErrors) -> list[Question]:
+    from ..data import demo_questions
+
+    if path is not None:
+        raise DataError("the demo dataset is shipped with selfrag; remove data.path (or use dataset: jsonl)")
+    _no_split("demo", split)
+    return demo_questions()
+
+
+# name -> loader(path, split, errors) -> questions
+LOADERS: dict[str, Callable[[Path | None, str | None, RecordErrors], list[Question]]] = {
+    "hotpotqa": _hotpotqa,
+    "pubmedqa": _pubmedqa,
+    "mmlu_evidence": _mmlu_evidence,
+    "jsonl": _jsonl,
+    "demo": _demo,
+}
+
+
+def available_datasets() -> list[str]:
+    return list(LOADERS)
+
+
+def _need(path: Path | None, name: str, folder_ok: bool = False) -> Path:
+    if path is None:
+        raise DataError(f"dataset {name} needs a file: set data.path (e.g. --set data.path=FILE)")
+    if path.is_dir() and not folder_ok:
+        raise DataError(f"data.path is a folder; dataset {name} reads one file: {path}")
+    if not path.exists():
+        raise DataError(f"data file not found: {path} (relative paths start from the working directory)")
+    return path
+
+
+def _no_split(name: str, split: str | None) -> None:
+    if split:
+        raise DataError(f"dataset {name} has no splits; remove data.split={split!r}")
+
+
+def _corpus(dataset: str, corpus: str | None) -> list[Document] | None:
+    if dataset == "demo":
+        from ..data import demo_corpus
+
+        return demo_corpus()
+    if corpus is None:
+        return None
+    from ..retrieval.store import load_corpus
+
+    return load_corpus(Path(corpus).expanduser())
+
+
+def load_dataset(data, *, limit: int | None = None) -> Dataset:
+    """Load the questions a :class:`~selfrag.config.DataSection` describes.
+
+    ``limit`` (like ``data.subset_size``) keeps the first N questions; when both
+    are set the smaller wins.
+    """
+    try:
+        loader = LOADERS[data.dataset]
+    except KeyError:
+        raise DataError(f"unknown dataset {data.dataset!r}; use one of: {', '.join(LOADERS)}") from None
+    path = Path(data.path).expanduser() if data.path else None
+    errors = RecordErrors(skip_invalid=data.skip_invalid)
+    questions = loader(path, data.split, errors)
+    seen: set[str] = set()
+    for q in questions:
+        if q.id in seen:
+            raise DataError(f"{path}: question id {q.id!r} occurs twice; ids must be unique to resume runs")
+        seen.add(q.id)
+    sizes = [n for n in (data.subset_size, limit) if n is not None]
+    if sizes:
+        questions = questions[: min(sizes)]
+    if not questions:
+        raise DataError(f"no questions in {path or data.dataset}")
+    return Dataset(
+        name=data.dataset,
+        questions=questions,
+        corpus=_corpus(data.dataset, data.corpus),
+        source=str(path) if path else data.dataset,
+        skipped=errors.skipped,
+        skipped_examples=errors.examples,
+    )

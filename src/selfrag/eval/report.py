@@ -1,0 +1,191 @@
+"""Reading run directories back and showing them: summary, breakdowns, comparisons, a plot.
+
+Aggregates are recomputed from ``predictions.jsonl`` (the source of truth, so
+an interrupted run reads correctly too); run facts (method, model, sessions,
+cache) come from ``summary.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import require
+from .results import PREDICTIONS_FILE, SUMMARY_FILE, check_run_dir, read_json, read_predictions
+from .summary import summarize
+
+BREAKDOWNS = (("by_type", "question type"), ("by_level", "level"), ("by_subject", "subject"),
+              ("by_retrieval", "retrieval decision"))
+
+
+def load_run(run_dir: str | Path) -> dict[str, Any]:
+    """The run's summary, with aggregates recomputed from its predictions."""
+    path = check_run_dir(Path(run_dir))
+    summary = read_json(path / SUMMARY_FILE) if (path / SUMMARY_FILE).is_file() else {"run_id": path.name}
+    records = read_predictions(path / PREDICTIONS_FILE)
+    fresh = summarize(records, summary.get("n_questions") or len(records))
+    summary.update(fresh)
+    summary["run_dir"] = str(path)
+    return summary
+
+
+# -- formatting ---------------------------------------------------------------------
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain-text table; numbers right-aligned."""
+    cells = [[fmt(v) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    numeric = [all(isinstance(row[i], (int, float)) or row[i] is None for row in rows) for i in range(len(headers))]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)]
+        return "  ".join(parts).rstrip()
+
+    out = [line(list(headers)), "  ".join("-" * w for w in widths)]
+    out += [line(r) for r in cells]
+    return "\n".join(out)
+
+
+def _money(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if not value:
+        return "$0"
+    return f"${value:.6f}".rstrip("0").rstrip(".")
+
+
+def summary_table(s: dict[str, Any]) -> str:
+    method = s.get("method") or "?"
+    if s.get("retriever"):
+        method += f" ({s['retriever']}, top_k {s.get('top_k')})"
+    lat = s.get("latency_ms") or {}
+    cost = s.get("cost_usd") or {}
+    tokens = s.get("tokens") or {}
+    calls = s.get("llm_calls") or {}
+    cache = s.get("cache") or {}
+    rows = [
+        ("run", s.get("run_id")),
+        ("method", method),
+        ("model", s.get("model") or "-"),
+        ("dataset", f"{s.get('dataset', '?')} ({s.get('data_path') or 'shipped'})"),
+        ("questions", f"{s.get('n_answered', 0)} answered, {s.get('n_errors', 0)} errors, "
+                      f"of {s.get('n_questions', '?')}" + ("" if s.get("complete", True) else " (incomplete)")),
+    ]
+    for key, value in (s.get("metrics") or {}).items():
+        count = (s.get("metric_counts") or {}).get(key)
+        suffix = f"  (over {count})" if count is not None and count != s.get("n_answered") else ""
+        rows.append((key, fmt(value) + suffix))
+    rows += [
+        ("cost", f"{_money(cost.get('total'))} total, {_money(cost.get('per_question'))} per question"),
+        ("tokens", f"{tokens.get('total', 0)} total ({tokens.get('prompt', 0)} prompt, "
+                   f"{tokens.get('completion', 0)} completion), {fmt(tokens.get('per_question'), 1)} per question"),
+        ("latency", f"p50 {_seconds(lat.get('p50'))}, p95 {_seconds(lat.get('p95'))}, "
+                    f"mean {_seconds(lat.get('mean'))}"),
+        ("LLM calls", f"{fmt(calls.get('per_question'), 2)} per question ({calls.get('total', 0)} total)"),
+        ("retrieval rate", fmt(s.get("retrieval_rate"), 2)),
+    ]
+    if cache:
+        rows.append(("cache", f"{cache.get('hits', 0)} hits, {cache.get('misses', 0)} misses"
+                              + ("" if cache.get("enabled", True) else " (off)")))
+    if s.get("wall_time_s") is not None:
+        rows.append(("wall time", _seconds(s["wall_time_s"] * 1000)))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def _seconds(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms / 1000:.2f} s"
+
+
+def breakdown_tables(s: dict[str, Any]) -> str:
+    blocks = []
+    for key, label in BREAKDOWNS:
+        groups = s.get(key) or {}
+        if not groups:
+            continue
+        metrics = [m for m in dict.fromkeys(k for g in groups.values() for k in g if k != "n")]
+        rows = [[name, g["n"], *[g.get(m) for m in metrics]] for name, g in groups.items()]
+        blocks.append(f"By {label}:\n" + format_table([label, "n", *metrics], rows))
+    return "\n\n".join(blocks)
+
+
+# -- comparing runs -------------------------------------------------------------------
+
+COMPARE_HEADERS = ("run", "method", "retriever", "model", "n", "EM", "F1", "accuracy",
+                   "$/question", "calls/question", "p50 latency s")
+
+
+def compare_row(s: dict[str, Any]) -> dict[str, Any]:
+    metrics = s.get("metrics") or {}
+    p50 = (s.get("latency_ms") or {}).get("p50")
+    return {
+        "run": s.get("run_id"),
+        "method": s.get("method"),
+        "retriever": s.get("retriever"),
+        "model": s.get("model"),
+        "n": s.get("n_answered", 0),
+        "em": metrics.get("em"),
+        "f1": metrics.get("f1"),
+        "accuracy": metrics.get("accuracy"),
+        "cost_per_question": (s.get("cost_usd") or {}).get("per_question"),
+        "calls_per_question": (s.get("llm_calls") or {}).get("per_question"),
+        "p50_latency_s": p50 / 1000 if p50 is not None else None,
+    }
+
+
+def compare_table(rows: Sequence[dict[str, Any]]) -> str:
+    keys = ("run", "method", "retriever", "model", "n", "em", "f1", "accuracy",
+            "cost_per_question", "calls_per_question", "p50_latency_s")
+    return format_table(COMPARE_HEADERS, [[r[k] for k in keys] for r in rows])
+
+
+def _label(row: dict[str, Any]) -> str:
+    return row["method"] + (f"/{row['retriever']}" if row.get("retriever") else "")
+
+
+def plot_compare(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
+    """F1 against cost per question and against p50 latency, one point per run (a PNG)."""
+    matplotlib = require("matplotlib", "plot", "compare --plot")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), constrained_layout=True)
+    panels = (("cost_per_question", "cost per question (USD)"), ("p50_latency_s", "p50 latency per question (s)"))
+    for ax, (key, xlabel) in zip(axes, panels, strict=True):
+        placed: dict[tuple[float, float], int] = {}
+        for row in rows:
+            x, y = row.get(key), row.get("f1")
+            if x is None or y is None:
+                continue
+            ax.scatter([x], [y], s=40)
+            # Runs at the same point get their labels stacked instead of printed over each other.
+            nth = placed.get((x, y), 0)
+            placed[(x, y)] = nth + 1
+            ax.annotate(_label(row), (x, y), textcoords="offset points", xytext=(6, 6 + 11 * nth), fontsize=8)
+        if placed and all(x == 0 for x, _ in placed):
+            xlabel += ": all 0"  # e.g. local models, which cost nothing
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("F1")
+        ax.margins(x=0.25)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlim(left=0)
+        ax.grid(True, alpha=0.3)
+    models = sorted({str(r.get("model")) for r in rows if r.get("model")})
+    fig.suptitle(f"F1 vs cost and latency ({', '.join(models) or 'unknown model'})", fontsize=10)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

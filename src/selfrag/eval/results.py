@@ -1,0 +1,191 @@
+"""A run directory on disk: ``config.yaml``, ``predictions.jsonl``, ``summary.json``.
+
+``predictions.jsonl`` gets one line per question, written and flushed as the
+question completes, so a killed run loses at most the line being written. On
+resume :func:`repair_predictions` cuts a torn last line and drops error lines
+(those questions are answered again; their finished LLM calls come from the
+cache).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from ..config import redact
+from ..errors import DataError
+from ..serialize import to_jsonable
+from ..types import Question, RAGResponse
+
+CONFIG_FILE = "config.yaml"
+PREDICTIONS_FILE = "predictions.jsonl"
+SUMMARY_FILE = "summary.json"
+
+log = logging.getLogger(__name__)
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def new_run_dir(root: Path, name: str, run_id: str | None = None) -> Path:
+    """Create ``root/<run_id>``; the default id is ``<UTC time>_<experiment name>``."""
+    root.mkdir(parents=True, exist_ok=True)
+    if run_id is not None:
+        if not run_id or _UNSAFE.search(run_id) or run_id in (".", ".."):
+            raise DataError(f"run id {run_id!r} may hold only letters, digits, '_', '.' and '-'")
+        path = root / run_id
+        try:
+            path.mkdir()
+        except FileExistsError:
+            raise DataError(f"{path} already exists; pick another --run-id or --resume it") from None
+        return path
+    base = f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}_{_UNSAFE.sub('-', name).strip('-') or 'run'}"
+    for n in range(1, 1000):
+        path = root / (base if n == 1 else f"{base}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise DataError(f"cannot create a run directory under {root}")
+
+
+def _question_fields(question: Question) -> dict[str, Any]:
+    fields = {
+        "id": question.id,
+        "question": question.text,
+        "gold": list(question.answers),
+        "type": question.type,
+        "level": question.level,
+    }
+    if question.metadata.get("subject"):
+        fields["subject"] = question.metadata["subject"]
+    return fields
+
+
+def prediction_record(
+    question: Question, response: RAGResponse, metrics: dict[str, float], accounting: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        **_question_fields(question),
+        "prediction": response.answer,
+        "metrics": metrics,
+        "accounting": accounting,
+        "method": response.architecture,
+        "model": response.model,
+        "sources": [{"id": d.id, "title": d.title} for d in response.sources],
+        "reasoning_chain": to_jsonable(list(response.reasoning_chain)),
+        "candidates": to_jsonable(list(response.candidates)),
+        "details": to_jsonable(response.details),
+    }
+
+
+def error_record(question: Question, exc: BaseException, latency_ms: float) -> dict[str, Any]:
+    return {
+        **_question_fields(question),
+        "prediction": None,
+        "error": {"type": type(exc).__name__, "message": redact(str(exc) or repr(exc))},
+        "metrics": {},
+        "accounting": {"latency_ms": round(latency_ms, 3)},
+    }
+
+
+class PredictionWriter:
+    """Appends one JSON line per question and flushes it at once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh = path.open("a", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def read_predictions(path: Path) -> list[dict[str, Any]]:
+    """Every complete, valid line of a predictions file (a torn last line is ignored)."""
+    if not path.is_file():
+        return []
+    records, _ = _parse(path.read_bytes(), path)
+    return records
+
+
+def _parse(raw: bytes, path: Path) -> tuple[list[dict[str, Any]], int]:
+    """Records and the number of lines that had to be dropped."""
+    records: list[dict[str, Any]] = []
+    dropped = 0
+    lines = raw.split(b"\n")
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            obj = None
+        if not isinstance(obj, dict) or "id" not in obj:
+            dropped += 1
+            torn = lineno == len(lines)
+            log.warning("%s:%d: %s line dropped", path, lineno, "torn last" if torn else "unreadable")
+            continue
+        records.append(obj)
+    return records, dropped
+
+
+def repair_predictions(path: Path) -> list[dict[str, Any]]:
+    """Keep the answered questions of an interrupted run; rewrite the file if needed.
+
+    Drops a torn last line, unreadable lines, error lines and repeated ids
+    (keeping the first), so every remaining question appears exactly once.
+    """
+    if not path.is_file():
+        return []
+    raw = path.read_bytes()
+    records, dropped = _parse(raw, path)
+    kept: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for rec in records:
+        if rec.get("error") is not None or rec["id"] in seen:
+            dropped += 1
+            continue
+        seen.add(rec["id"])
+        kept.append(rec)
+    if dropped or (raw and not raw.endswith(b"\n")):
+        tmp = path.with_suffix(".jsonl.tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            for rec in kept:
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    return kept
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically (a reader never sees half a file)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(to_jsonable(data), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path} not found; is {path.parent} a run directory?") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+
+
+def check_run_dir(path: Path) -> Path:
+    path = Path(path).expanduser()
+    if not path.is_dir():
+        raise DataError(f"run directory not found: {path}")
+    if not (path / CONFIG_FILE).is_file():
+        raise DataError(f"{path} is not a run directory (no {CONFIG_FILE})")
+    return path

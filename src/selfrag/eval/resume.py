@@ -1,0 +1,67 @@
+"""Which config a resumed run uses, and the check that it is the run's own.
+
+``selfrag run --resume RUN_DIR`` reads ``RUN_DIR/config.yaml``. Given a CONFIG
+as well, that config must resolve to the same settings (the number of
+questions, the concurrency and the output folder may change); otherwise
+answers from two different set-ups would be mixed in one run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..config import ExperimentConfig, load_config, redact, with_absolute_paths
+from ..errors import ConfigError
+from .results import CONFIG_FILE, check_run_dir
+
+# Settings a resumption may change.
+MAY_CHANGE = {"run.concurrency", "data.subset_size", "experiment.output_dir"}
+REDACTED = "***"
+
+
+def config_differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two nested mappings."""
+    out = []
+    for key in sorted(set(a) | set(b)):
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        va, vb = a.get(key), b.get(key)
+        if isinstance(va, Mapping) and isinstance(vb, Mapping):
+            out.extend(config_differences(va, vb, dotted))
+        elif va != vb:
+            out.append(dotted)
+    return out
+
+
+def _has_redacted(data: Any) -> bool:
+    if isinstance(data, Mapping):
+        return any(_has_redacted(v) for v in data.values())
+    if isinstance(data, list):
+        return any(_has_redacted(v) for v in data)
+    return isinstance(data, str) and REDACTED in data
+
+
+def resume_config(
+    run_dir: str | Path, config_path: str | Path | None = None, overrides: Iterable[str] = ()
+) -> ExperimentConfig:
+    run_dir = check_run_dir(Path(run_dir))
+    stored_path = run_dir / CONFIG_FILE
+    stored = load_config(stored_path)
+    if config_path is None:
+        if _has_redacted(stored.to_dict()):
+            raise ConfigError(
+                f"{stored_path} has redacted secrets; resume with the original config: "
+                f"selfrag run CONFIG --resume {run_dir}"
+            )
+        return load_config(stored_path, overrides)
+    cfg = load_config(config_path, overrides)
+    mine = redact(with_absolute_paths(cfg).to_dict())
+    theirs = redact(stored.to_dict())
+    diffs = [k for k in config_differences(mine, theirs) if k not in MAY_CHANGE]
+    if diffs:
+        raise ConfigError(
+            f"{config_path} differs from the run's {stored_path} at {', '.join(diffs[:4])}; "
+            f"resume with the same settings, or give only --resume {run_dir}"
+        )
+    return cfg

@@ -1,0 +1,109 @@
+"""Aggregating prediction records into a run summary (a pure function of the records).
+
+Metric means are over the questions that were answered (error lines are
+counted, not scored); a metric that applies to only some questions (accuracy,
+retrieval recall) is averaged over those, with its count in ``metric_counts``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+MAIN_METRICS = ("em", "f1", "match", "accuracy")
+GROUPS = (("by_type", "type"), ("by_level", "level"), ("by_subject", "subject"))
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def metric_means(records: Iterable[dict[str, Any]]) -> tuple[dict[str, float | None], dict[str, int]]:
+    values: dict[str, list[float]] = defaultdict(list)
+    for rec in records:
+        for key, value in (rec.get("metrics") or {}).items():
+            if isinstance(value, (int, float)):
+                values[key].append(float(value))
+    order = [k for k in MAIN_METRICS if k in values] + sorted(k for k in values if k not in MAIN_METRICS)
+    return {k: _mean(values[k]) for k in order}, {k: len(values[k]) for k in order}
+
+
+def _group(records: Sequence[dict[str, Any]], key) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for rec in records:
+        label = key(rec)
+        if label not in (None, ""):
+            groups[str(label)].append(rec)
+    out = {}
+    for label in sorted(groups):
+        means, _ = metric_means(groups[label])
+        out[label] = {"n": len(groups[label]), **means}
+    return out
+
+
+def _retrieval_label(rec: dict[str, Any]) -> str:
+    return "retrieved" if (rec.get("accounting") or {}).get("retrieved") else "no retrieval"
+
+
+def summarize(records: Sequence[dict[str, Any]], n_questions: int | None = None) -> dict[str, Any]:
+    """Means of every metric, cost and token totals, latency percentiles, calls, breakdowns."""
+    answered = [r for r in records if r.get("error") is None]
+    errors = [r for r in records if r.get("error") is not None]
+    acc = [r.get("accounting") or {} for r in answered]
+    n = len(answered)
+
+    def total(key: str) -> float:
+        return float(sum(a.get(key, 0) or 0 for a in acc))
+
+    latencies = [float(a["latency_ms"]) for a in acc if a.get("latency_ms") is not None]
+    means, counts = metric_means(answered)
+    cost = total("cost_usd")
+    summary: dict[str, Any] = {
+        "n_questions": n_questions if n_questions is not None else len(records),
+        "n_answered": n,
+        "n_errors": len(errors),
+        "metrics": means,
+        "metric_counts": counts,
+        "cost_usd": {"total": cost, "per_question": cost / n if n else None},
+        "tokens": {
+            "total": int(total("total_tokens")),
+            "prompt": int(total("prompt_tokens")),
+            "completion": int(total("completion_tokens")),
+            "per_question": total("total_tokens") / n if n else None,
+        },
+        "latency_ms": {
+            "mean": _mean(latencies),
+            "p50": _percentile(latencies, 50),
+            "p95": _percentile(latencies, 95),
+        },
+        "llm_calls": {"total": int(total("llm_calls")), "per_question": total("llm_calls") / n if n else None},
+        "retrieval_calls": {
+            "total": int(total("retrieval_calls")),
+            "per_question": total("retrieval_calls") / n if n else None,
+        },
+        "retrieval_rate": sum(1 for a in acc if a.get("retrieved")) / n if n else None,
+        "cached_llm_calls": int(total("cached_calls")),
+    }
+    for name, field in GROUPS:
+        groups = _group(answered, lambda r, f=field: r.get(f))
+        if groups or name != "by_subject":
+            summary[name] = groups
+    summary["by_retrieval"] = _group(answered, _retrieval_label)
+    summary["errors_by_type"] = dict(
+        sorted(_count(r["error"].get("type", "Error") for r in errors if isinstance(r["error"], dict)).items())
+    )
+    return summary
+
+
+def _count(items: Iterable[str]) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for item in items:
+        out[item] += 1
+    return dict(out)

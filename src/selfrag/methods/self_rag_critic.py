@@ -1,0 +1,131 @@
+"""Self-RAG with a probability critic (short form, seed 002's augmentations).
+
+Adaptive retrieval -> critic reranking -> one candidate per kept passage,
+scored by the segment score -> the best -> optional self-reflection. The
+critique source (reflection tokens, label-word probabilities or text labels)
+is chosen per backend and recorded in the trace.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ..reflection import score as S
+from ..reflection.augment import (
+    AdaptiveConfig,
+    ReflectionConfig,
+    RerankConfig,
+    WeightsConfig,
+    adaptive_retrieval,
+    as_candidate,
+    critic_rerank,
+    self_reflect,
+)
+from ..reflection.critic import Critic, CriticConfig, Draft
+from ..types import ArchitectureType, Document, Question
+from .base import Method, MethodConfig, Outcome
+from .registry import register
+from .text import clean_answer
+from .trace import Run
+
+
+class SelfRagCriticConfig(MethodConfig):
+    top_k: int = Field(5, ge=1)
+    max_answer_tokens: int = Field(64, ge=1)
+    critic: CriticConfig = Field(default_factory=CriticConfig)
+    adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)
+    rerank: RerankConfig = Field(default_factory=RerankConfig)
+    weights: WeightsConfig = Field(default_factory=WeightsConfig)
+    reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
+
+
+@register
+class SelfRagCritic(Method):
+    name = "self_rag_critic"
+    description = (
+        "Self-RAG with a probability critic: adaptive retrieval, critic reranking, "
+        "segment-score selection, optional self-reflection."
+    )
+    type = ArchitectureType.AGENTIC
+    config_section = "self_rag_critic"
+    Config = SelfRagCriticConfig
+
+    def _critic(self) -> Critic:
+        return Critic(self.llm, self.config.critic, answer_tokens=self.config.max_answer_tokens)
+
+    async def _answer(self, question: Question, run: Run) -> Outcome:
+        cfg: SelfRagCriticConfig = self.config
+        weights = cfg.weights.weights()
+        critic = self._critic()
+        choice = critic.choice
+        run.note(
+            "critic",
+            thought="Stage: choose where critique probabilities come from.",
+            observation=f"critique_source={choice.source} ({choice.reason})",
+            details=critic.describe(),
+        )
+        q = question.text
+        decision = await adaptive_retrieval(critic, run, q, mode=cfg.adaptive.mode, threshold=cfg.adaptive.threshold)
+        drafts: list[Draft]
+        dropped: list[Draft] = []
+        retrieved = False
+        if decision.retrieve:
+            result = await run.retrieve(q, cfg.top_k, thought="Stage: retrieve passages for the question.")
+            retrieved = bool(result.documents)
+        if not retrieved:
+            drafts = await critic.drafts(run, q, [None])
+        elif cfg.rerank.enabled:
+            reranked = await critic_rerank(critic, run, q, result, weights=weights, top_k=cfg.rerank.top_k)
+            drafts = [s.draft for s in reranked.kept]
+            dropped = [s.draft for s in reranked.ranked[cfg.rerank.top_k :]]
+        else:
+            passages: list[Document | None] = list(result.documents)
+            drafts = await critic.drafts(run, q, passages)
+
+        breakdowns = [d.score(weights) for d in drafts]
+        order = S.rank([b.total for b in breakdowns], len(drafts))
+        best_i = order[0]
+        run.note(
+            "select",
+            thought="Stage: score each candidate: seq + w_rel·rel + w_sup·sup + w_use·use; keep the best.",
+            observation=f"best: candidate from {_name(drafts[best_i].passage)} (score {breakdowns[best_i].total:.3f})",
+            details={
+                "stage": "selection",
+                "weights": {
+                    "w_rel": weights.w_rel, "w_sup": weights.w_sup, "w_use": weights.w_use,
+                    "use_seq_score": weights.use_seq_score,
+                },
+                "scores": [{"passage": _name(drafts[i].passage), **breakdowns[i].as_dict()} for i in order],
+            },
+        )
+        best, best_score = drafts[best_i], breakdowns[best_i]
+        details: dict = {**choice.as_dict(), "p_retrieve": decision.p, "retrieval_decision": decision.decision}
+        if cfg.reflection.enabled:
+            reflected = await self_reflect(
+                critic, run, q, best, weights=weights,
+                max_iterations=cfg.reflection.max_iterations, min_utility=cfg.reflection.min_utility,
+            )
+            details["self_reflection"] = {
+                "iterations": len(reflected.iterations) - 1,
+                "answer_changed": reflected.changed,
+                "stop": reflected.stop,
+            }
+            best, best_score = reflected.best, reflected.best_score
+        candidates = [
+            as_candidate(drafts[i], breakdowns[i], rank=r + 1, selected=drafts[i] is best)
+            for r, i in enumerate(order)
+        ]
+        if best not in drafts:  # a self-reflection rewrite won
+            candidates.insert(0, as_candidate(best, best_score, rank=0, selected=True, reflected=True))
+        candidates += [as_candidate(d, d.score(weights), rank=None, selected=False, reranked_out=True) for d in dropped]
+        details["score"] = round(best_score.total, 4)
+        return Outcome(
+            answer=clean_answer(best.text),
+            retrieval_needed=decision.retrieve,
+            candidates=candidates,
+            details=details,
+        )
+
+
+def _name(doc: Document | None) -> str:
+    return "(no passage)" if doc is None else (doc.title or doc.id)

@@ -1,0 +1,269 @@
+"""The reflection vocabulary: Self-RAG's special tokens and the label words of instruction models.
+
+Fine-tuned Self-RAG models (Asai et al., 2024) write their own critique as
+special tokens: ``[Retrieval]`` / ``[No Retrieval]`` / ``[Continue to Use
+Evidence]`` before a segment, ``[Relevant]`` / ``[Irrelevant]`` after a
+``<paragraph>…</paragraph>``, a support token after the segment and a
+``[Utility:1…5]`` token at the end. Instruction models without those tokens
+are asked the same questions and answer with label words ("yes"/"no",
+"relevant"/"irrelevant", "fully"/"partially"/"no", "1".."5").
+
+Both vocabularies map onto the same canonical labels per *group*, so the
+scoring formulas in :mod:`selfrag.reflection.score` never care which one the
+probabilities came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..types import Document, TokenLogprobs
+
+RETRIEVAL = "[Retrieval]"
+NO_RETRIEVAL = "[No Retrieval]"
+CONTINUE = "[Continue to Use Evidence]"
+RELEVANT = "[Relevant]"
+IRRELEVANT = "[Irrelevant]"
+FULLY_SUPPORTED = "[Fully supported]"
+PARTIALLY_SUPPORTED = "[Partially supported]"
+NO_SUPPORT = "[No support / Contradictory]"
+UTILITY_TOKENS = tuple(f"[Utility:{i}]" for i in range(1, 6))
+PARAGRAPH_OPEN = "<paragraph>"
+PARAGRAPH_CLOSE = "</paragraph>"
+
+# The prompt format the Self-RAG models were fine-tuned on (Alpaca style).
+INSTRUCTION_FORMAT = "### Instruction:\n{instruction}\n\n### Response:\n"
+
+# End-of-sequence markers as different servers render them.
+EOS_TOKENS = ("</s>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>")
+
+# Canonical labels of each group, in a fixed order.
+RETRIEVE_LABELS = ("yes", "no", "continue")
+RELEVANCE_LABELS = ("relevant", "irrelevant")
+SUPPORT_LABELS = ("fully", "partially", "no")
+UTILITY_LABELS = ("1", "2", "3", "4", "5")
+FINAL_LABELS = ("yes", "no")
+
+_STRIP = " \t\r\n*_\"'`[](){}<>:.,;!?-"
+
+
+def normalise_word(token: str) -> str:
+    """A token as a candidate label word: no surrounding spaces, quotes, brackets or punctuation; lower case."""
+    return token.strip(_STRIP).lower()
+
+
+@dataclass(frozen=True)
+class TokenGroup:
+    """The alternatives of one critique and how tokens map onto their labels.
+
+    ``exact`` groups (the reflection tokens) match a token's stripped text
+    exactly. Word groups match any surface form of a label word: case, leading
+    spaces and punctuation are ignored, and a token that is the first part
+    (two characters or more) of exactly one label of the group counts for that
+    label, because tokenizers split words ("Irrelevant" -> "Ir" + "relevant").
+    """
+
+    name: str
+    labels: tuple[str, ...]
+    surface: Mapping[str, str] = field(default_factory=dict)  # exact token -> label
+    exact: bool = False
+
+    def label_of(self, token: str) -> str | None:
+        if self.exact:
+            return self.surface.get(token.strip())
+        word = normalise_word(token)
+        if not word:
+            return None
+        if word in self.labels:
+            return word
+        if len(word) < 2:
+            return None
+        matches = [label for label in self.labels if label.startswith(word)]
+        return matches[0] if len(matches) == 1 else None
+
+    def tokens(self) -> tuple[str, ...]:
+        """The reflection tokens of an exact group, in label order."""
+        by_label = {label: tok for tok, label in self.surface.items()}
+        return tuple(by_label[label] for label in self.labels if label in by_label)
+
+
+def _exact(name: str, pairs: Sequence[tuple[str, str]]) -> TokenGroup:
+    return TokenGroup(name, tuple(label for _, label in pairs), dict(pairs), exact=True)
+
+
+# Groups of the fine-tuned models' special tokens.
+REFLECTION_GROUPS: dict[str, TokenGroup] = {
+    "retrieve": _exact("retrieve", [(RETRIEVAL, "yes"), (NO_RETRIEVAL, "no"), (CONTINUE, "continue")]),
+    "relevance": _exact("relevance", [(RELEVANT, "relevant"), (IRRELEVANT, "irrelevant")]),
+    "support": _exact(
+        "support",
+        [(FULLY_SUPPORTED, "fully"), (PARTIALLY_SUPPORTED, "partially"), (NO_SUPPORT, "no")],
+    ),
+    "utility": _exact("utility", [(tok, str(i)) for i, tok in enumerate(UTILITY_TOKENS, start=1)]),
+}
+
+# Groups of label words for instruction models.
+LABEL_GROUPS: dict[str, TokenGroup] = {
+    "retrieve": TokenGroup("retrieve", RETRIEVE_LABELS),
+    "relevance": TokenGroup("relevance", RELEVANCE_LABELS),
+    "support": TokenGroup("support", SUPPORT_LABELS),
+    "utility": TokenGroup("utility", UTILITY_LABELS),
+    "final": TokenGroup("final", FINAL_LABELS),
+}
+
+ALL_REFLECTION_TOKENS = frozenset(tok for group in REFLECTION_GROUPS.values() for tok in group.surface)
+
+
+def instruction_prompt(instruction: str) -> str:
+    """``### Instruction:\\n{instruction}\\n\\n### Response:\\n``."""
+    return INSTRUCTION_FORMAT.format(instruction=instruction)
+
+
+def paragraph(doc: Document) -> str:
+    """A passage as the fine-tuned models saw them: ``<paragraph>{title}\\n{text}</paragraph>``.
+
+    A closing tag inside the passage is neutralised so the passage cannot end
+    its own block early.
+    """
+    body = f"{doc.title}\n{doc.text}" if doc.title else doc.text
+    body = body.replace(PARAGRAPH_CLOSE, "</ paragraph>").replace(PARAGRAPH_OPEN, "< paragraph>")
+    return f"{PARAGRAPH_OPEN}{body}{PARAGRAPH_CLOSE}"
+
+
+def strip_reflection_tokens(text: str) -> str:
+    """Remove reflection tokens, paragraph tags and end-of-sequence markers from model output."""
+    for tok in (*ALL_REFLECTION_TOKENS, PARAGRAPH_OPEN, PARAGRAPH_CLOSE, *EOS_TOKENS):
+        text = text.replace(tok, "")
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class ReflectionOutput:
+    """A fine-tuned model's output split into its content and its reflection tokens.
+
+    ``tops`` holds, for each group, the top log-probabilities at the first
+    position where the model wrote a token of that group (relevance falls back
+    to the first position, where the paper reads it). ``labels`` holds the
+    tokens' labels as written. ``boundary`` is the token that ended the segment
+    (a retrieval token or a new paragraph), ``None`` when the output ran to its
+    end; ``ended`` says an end-of-sequence token was seen. ``token_logprobs``
+    are the log-probabilities of the generated tokens before the boundary
+    (content and reflection tokens, as the paper's sequence score uses them).
+    """
+
+    text: str
+    labels: dict[str, str]
+    tops: dict[str, dict[str, float]]
+    boundary: str | None
+    token_logprobs: tuple[float, ...]
+    ended: bool = False
+
+
+def _group_of(token: str) -> tuple[str, str] | None:
+    for name, group in REFLECTION_GROUPS.items():
+        label = group.label_of(token)
+        if label is not None:
+            return name, label
+    return None
+
+
+def parse_reflection_positions(positions: Sequence[TokenLogprobs]) -> ReflectionOutput:
+    """Split generated positions (with their top log-probabilities) into content and critique.
+
+    A retrieval token or a ``<paragraph>`` after some content ends the segment;
+    an end-of-sequence token ends the output.
+    """
+    parts: list[str] = []
+    labels: dict[str, str] = {}
+    tops: dict[str, dict[str, float]] = {}
+    logprobs: list[float] = []
+    boundary = None
+    ended = False
+    for pos in positions:
+        token = pos.token
+        stripped = token.strip()
+        if stripped in EOS_TOKENS:
+            ended = True
+            break
+        found = _group_of(token)
+        started = bool("".join(parts).strip())
+        if (found and found[0] == "retrieve" and (started or labels)) or stripped == PARAGRAPH_OPEN:
+            boundary = stripped
+            break
+        logprobs.append(pos.logprob)
+        if found is None:
+            parts.append(token)
+            continue
+        name, label = found
+        if name not in labels:
+            labels[name] = label
+            tops[name] = dict(pos.top)
+    if "relevance" not in tops and positions:
+        tops["relevance"] = dict(positions[0].top)
+    return ReflectionOutput(
+        text=strip_reflection_tokens("".join(parts)),
+        labels=labels,
+        tops=tops,
+        boundary=boundary,
+        token_logprobs=tuple(logprobs),
+        ended=ended,
+    )
+
+
+def parse_reflection_text(text: str) -> ReflectionOutput:
+    """The same split from text alone (a backend that returns no log-probabilities).
+
+    Only the tokens the server rendered into the text can be found.
+    """
+    labels: dict[str, str] = {}
+    boundary = None
+    ended = False
+    cut = len(text)
+    first_content = None
+    i = 0
+    while i < len(text):
+        hit = None
+        for tok in (*ALL_REFLECTION_TOKENS, PARAGRAPH_OPEN, *EOS_TOKENS):
+            if text.startswith(tok, i):
+                hit = tok
+                break
+        if hit is None:
+            if first_content is None and not text[i].isspace():
+                first_content = i
+            i += 1
+            continue
+        if hit in EOS_TOKENS:
+            cut, ended = i, True
+            break
+        found = _group_of(hit)
+        if hit == PARAGRAPH_OPEN or (found and found[0] == "retrieve" and (first_content is not None or labels)):
+            boundary, cut = hit, i
+            break
+        if found and found[0] not in labels:
+            labels[found[0]] = found[1]
+        i += len(hit)
+    return ReflectionOutput(
+        text=strip_reflection_tokens(text[:cut]),
+        labels=labels,
+        tops={},
+        boundary=boundary,
+        token_logprobs=(),
+        ended=ended,
+    )
+
+
+def find_label(text: str, group: TokenGroup) -> str | None:
+    """The first label of ``group`` written in ``text`` (a text critique, read without probabilities).
+
+    Exact groups look for their reflection tokens; word groups take the first
+    word that is a whole label word ("Relevant.", "**yes**", "4/5").
+    """
+    if group.exact:
+        hits = [(text.find(tok), label) for tok, label in group.surface.items() if tok in text]
+        return min(hits)[1] if hits else None
+    for raw in text.replace("/", " ").split():
+        word = normalise_word(raw)
+        if word in group.labels:
+            return word
+    return None

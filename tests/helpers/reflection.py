@@ -1,0 +1,59 @@
+"""Scripted outputs of a fine-tuned Self-RAG model, for the scripted backend.
+
+A response is a list of generated positions; each position is a
+``{token: logprob}`` dict whose most likely token is the one "generated".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+SUPPORT = {
+    "full": "[Fully supported]",
+    "partial": "[Partially supported]",
+    "no": "[No support / Contradictory]",
+}
+
+
+def lp(p: float) -> float:
+    return math.log(p)
+
+
+def segment(
+    text: str,
+    *,
+    rel: float | None = None,
+    sup: str | None = None,
+    util: int | None = None,
+    end: str | None = None,
+    text_logprob: float = 0.0,
+) -> dict[str, Any]:
+    """``[Relevant]`` (with P=rel) + text + support token + utility token, then ``end`` if given.
+
+    Every reflection position puts all its mass on the written token except
+    relevance, which splits ``rel`` / ``1 - rel``.
+    """
+    positions: list[dict[str, float]] = []
+    if rel is not None:
+        positions.append({"[Relevant]": 0.0} if rel >= 1 else {"[Relevant]": lp(rel), "[Irrelevant]": lp(1 - rel)})
+    positions.append({text: text_logprob})
+    if sup is not None:
+        positions.append({SUPPORT[sup]: 0.0})
+    if util is not None:
+        positions.append({f"[Utility:{util}]": 0.0})
+    if end is not None:
+        positions.append({end: 0.0})
+    return {"text": text, "top_logprobs": positions}
+
+
+def decision(**probs: float) -> dict[str, Any]:
+    """The next-token distribution over retrieval tokens: yes / no / cont probabilities."""
+    names = {"yes": "[Retrieval]", "no": "[No Retrieval]", "cont": "[Continue to Use Evidence]"}
+    return {"text": "", "top_logprobs": {names[k]: lp(v) for k, v in probs.items() if v > 0}}
+
+
+def word(**probs: float) -> dict[str, Any]:
+    """A one-token label answer: ``word(yes=0.7, no=0.3)``; keys may be any token text."""
+    best = max(probs, key=probs.get)
+    return {"text": best, "top_logprobs": {k: lp(v) for k, v in probs.items() if v > 0}}

@@ -1,0 +1,124 @@
+"""self_rag's config: the factory, nested sections, strict keys, and the shipped YAML variants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from selfrag.errors import ConfigError
+from selfrag.llm import ScriptedBackend
+from selfrag.methods import create_method
+from selfrag.methods.registry import create_architecture, get_method_class
+from selfrag.methods.self_rag import SelfRAG
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+VARIANTS = {
+    "self_rag.yaml": ("bm25", 100),
+    "self_rag_dense.yaml": ("dense", 100),
+    "self_rag_hybrid.yaml": ("hybrid", 100),
+    "self_rag_bm25_full.yaml": ("bm25", None),
+    "self_rag_dense_full.yaml": ("dense", None),
+    "self_rag_hybrid_full.yaml": ("hybrid", None),
+    "self_rag_separate.yaml": ("bm25", 100),
+}
+
+
+@pytest.fixture
+def llm():
+    return ScriptedBackend([])
+
+
+def test_create_architecture_self_rag(llm, france_retriever):
+    rag = create_architecture(
+        "self_rag", llm, france_retriever, {"self_rag": {"num_candidates": 2}}
+    )
+    assert rag.get_name() == "self_rag"
+    assert isinstance(rag, SelfRAG) and get_method_class("self_rag") is SelfRAG
+
+
+def test_self_rag_config_merging(llm, france_retriever):
+    rag = create_architecture(
+        "self_rag", llm, france_retriever, {"self_rag": {"num_candidates": 5}, "top_k": 10}
+    )
+    assert rag.config["num_candidates"] == 5
+    assert rag.config["top_k"] == 10
+
+
+def test_the_section_wins_over_top_level_keys(llm):
+    rag = create_method(
+        "self_rag", llm, None, {"top_k": 10, "self_rag": {"top_k": 2}, "vanilla": {"top_k": 7}}
+    )
+    assert rag.config["top_k"] == 2
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"self_rag": {"num_candidate": 2}}, "unknown config key 'self_rag.num_candidate'"),
+        ({"beam_width": 2}, "unknown config key 'beam_width' for method self_rag"),
+        ({"self_rag": {"critique": "both"}}, "config key 'self_rag.critique'"),
+        ({"self_rag": {"num_candidates": 0}}, "config key 'self_rag.num_candidates'"),
+        ({"self_rag": {"top_k": "many"}}, "config key 'self_rag.top_k'"),
+    ],
+)
+def test_bad_config_is_a_one_line_error_naming_the_key(llm, config, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        create_method("self_rag", llm, None, config)
+    assert "\n" not in str(info.value)
+
+
+def test_config_schema_lists_keys_and_defaults():
+    schema = SelfRAG.get_config_schema()
+    assert {k: v[2] for k, v in schema.items()} == {
+        "critique": "combined",
+        "top_k": 5,
+        "num_candidates": 3,
+        "max_context_tokens": 4000,
+        "prompt_path": None,
+        "critic_max_tokens": 32,
+    }
+    assert not any(required for _, required, _ in schema.values())
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_yaml_variant_shape(name):
+    method, subset = VARIANTS[name]
+    data = yaml.safe_load((CONFIGS / name).read_text())
+    assert data["inherits"] == "base.yaml"
+    assert data["experiment"]["name"] == name.removesuffix(".yaml")
+    assert data["architecture"]["name"] == "self_rag"
+    assert data["retrieval"]["method"] == method
+    assert data["data"]["subset_size"] == subset
+    SelfRAG(ScriptedBackend([]), None, data["self_rag"])  # the section is valid on its own
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_yaml_variant_loads_through_base(name):
+    if not (CONFIGS / "base.yaml").is_file():
+        pytest.skip("configs/base.yaml is not there yet")
+    from selfrag.config import load_config
+
+    cfg = load_config(CONFIGS / name)
+    method, subset = VARIANTS[name]
+    assert cfg.architecture.name == "self_rag"
+    assert cfg.retrieval.method == method and cfg.data.subset_size == subset
+    section = cfg.method_section("self_rag")
+    if name == "self_rag_separate.yaml":
+        assert section["critique"] == "separate" and section["top_k"] == 3
+    else:
+        assert section["num_candidates"] == 3
+    assert SelfRAG(ScriptedBackend([]), None, section).config.top_k >= 1
+
+
+def test_set_overrides_reach_the_method():
+    from selfrag.config import load_config
+
+    cfg = load_config(
+        None, ["architecture.name=self_rag", "self_rag.critique=separate", "retrieval.top_k=4"]
+    )
+    section = cfg.method_section()
+    assert section == {"critique": "separate", "top_k": 4}
+    with pytest.raises(ConfigError, match="self_rag.num_candidatez"):
+        load_config(None, ["architecture.name=self_rag", "self_rag.num_candidatez=2"])
