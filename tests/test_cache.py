@@ -6,6 +6,9 @@ import asyncio
 import sqlite3
 import threading
 
+import pytest
+
+from selfrag.errors import BackendError
 from selfrag.llm import CachedBackend, ScriptedBackend, SQLiteCache
 
 
@@ -61,10 +64,8 @@ async def test_survives_reopening_and_logprobs_round_trip(tmp_path):
 async def test_errors_are_not_cached(tmp_path):
     inner = ScriptedBackend([{"error": "boom", "status": 400}, "ok"])
     llm = CachedBackend(inner, tmp_path / "c.db")
-    try:
+    with pytest.raises(BackendError):
         await llm.generate(user("q"))
-    except Exception:
-        pass
     assert (await llm.generate(user("q"))).text == "ok"
 
 

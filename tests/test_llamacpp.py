@@ -8,8 +8,13 @@ import pytest
 
 from selfrag.errors import BackendError, ConfigError
 from selfrag.llm import create_backend
-from selfrag.llm.llamacpp import INSTRUCTION_FORMAT, LlamaCppBackend, default_model_path, instruction_prompt
 from selfrag.llm.base import Message
+from selfrag.llm.llamacpp import (
+    INSTRUCTION_FORMAT,
+    LlamaCppBackend,
+    default_model_path,
+    instruction_prompt,
+)
 
 pytestmark = pytest.mark.model
 

@@ -1,7 +1,13 @@
 """RAG methods; each module registers its method by name."""
 
 from .base import Method, MethodConfig, Outcome
-from .registry import available_methods, create_architecture, create_method, get_method_class, register
+from .registry import (
+    available_methods,
+    create_architecture,
+    create_method,
+    get_method_class,
+    register,
+)
 from .trace import Run
 
 __all__ = [

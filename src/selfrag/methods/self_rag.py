@@ -6,19 +6,28 @@ Two critique modes (config ``self_rag.critique``):
   (``[IsRel]``/``[IsSup]`` lines), a second rates the answer 1-5; candidates
   are ranked by ``utility + 2 × support_bonus + 0.5 × relevant``.
   Budget: 2 calls without retrieval, ``1 + 2 × num_candidates`` with it.
+* ``fused``: one call per passage returns the answer and all three verdicts
+  (relevance, support, utility 1-5), as JSON when the backend offers a JSON
+  mode and as ``[IsRel]``/``[IsSup]``/``[IsUse]`` lines otherwise; ranked like
+  ``combined``. Budget: 2 calls without retrieval, ``1 + num_candidates`` with
+  it; critical path 2 call latencies.
 * ``separate``: one JSON verdict per step (decision, relevance per document,
   support, utility); irrelevant documents are dropped before generation and
   candidates are ranked by support level, then utility.
   Budget: 2 calls without retrieval, ``1 + 4k`` when all ``k`` are relevant.
 
 Each candidate's calls form one chain; chains of different passages run
-concurrently and are joined back in passage order.
+concurrently and are joined back in passage order, so the critical path is
+the decision plus the longest chain (3 call latencies for ``combined``).
+Candidate prompts put the instructions and the question before the passage,
+so a backend that reuses a KV-cached prompt prefix evaluates the shared part
+once per question.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Literal, TypeVar
 
 from pydantic import Field
@@ -35,6 +44,7 @@ from ..reflection.parse import (
     json_support,
     json_utility,
     parse_combined_critique,
+    parse_fused_critique,
     parse_retrieval_decision,
     parse_utility,
 )
@@ -58,7 +68,7 @@ NO_ANSWER = "No answer."
 
 
 class SelfRAGConfig(MethodConfig):
-    critique: Literal["combined", "separate"] = "combined"
+    critique: Literal["combined", "fused", "separate"] = "combined"
     top_k: int = Field(5, ge=1)
     num_candidates: int = Field(3, ge=1)
     max_context_tokens: int = Field(4000, ge=16)
@@ -128,7 +138,8 @@ class SelfRAG(Method):
     name = "self_rag"
     description = (
         "Decide retrieval, critique one candidate per passage (relevance, support, utility), "
-        "pick the best; critique: combined (1 + 2n calls) or separate JSON critics (1 + 4k)."
+        "pick the best; critique: combined (1 + 2n calls), fused (1 + n) or separate JSON "
+        "critics (1 + 4k)."
     )
     type = ArchitectureType.AGENTIC
     config_section = "self_rag"
@@ -209,10 +220,17 @@ class SelfRAG(Method):
     async def _answer(self, question: Question, run: Run) -> Outcome:
         if self.config.critique == "separate":
             return await self._answer_separate(question, run)
-        return await self._answer_combined(question, run)
+        if self.config.critique == "fused":
+            return await self._answer_combined(question, run, self._fused_candidate)
+        return await self._answer_combined(question, run, self._combined_candidate)
 
-    # -- combined mode (seed 000) ---------------------------------------------
-    async def _answer_combined(self, question: Question, run: Run) -> Outcome:
+    # -- combined mode (seed 000) and fused mode ----------------------------
+    async def _answer_combined(
+        self,
+        question: Question,
+        run: Run,
+        make_candidate: Callable[[Question, Document, int, Run], Awaitable[Candidate]],
+    ) -> Outcome:
         step = await run.generate(
             _user(render(self.decision_prompt, question=question.text)),
             action="retrieval_decision",
@@ -237,7 +255,7 @@ class SelfRAG(Method):
         docs = list(result.documents[: self.config.num_candidates])
         forks = [run.fork() for _ in docs]
         candidates = await gather_in_order(
-            self._combined_candidate(question, doc, i, fork)
+            make_candidate(question, doc, i, fork)
             for i, (doc, fork) in enumerate(zip(docs, forks, strict=True), start=1)
         )
         run.join(*forks)
@@ -299,6 +317,48 @@ class SelfRAG(Method):
             utility=utility.value,
             score=combined_score(utility.value, critique.support, critique.relevance),
             details={"passage_index": index, "defaults_used": defaults},
+        )
+
+    async def _fused_candidate(
+        self, question: Question, doc: Document, index: int, run: Run
+    ) -> Candidate:
+        title = doc.title or doc.id
+        fmt = self._json_format()
+        template = load_prompt("self_rag_fused_json" if fmt else "self_rag_fused")
+        step = await run.generate(
+            _user(render(template, passage=self._passage(doc, index), question=question.text)),
+            action="generate_and_critique",
+            thought=(
+                f"Answer from passage {index} ('{title}') and judge its relevance, "
+                "support and utility in one call."
+            ),
+            action_input=shorten(doc.text),
+            response_format=fmt,
+        )
+        fused = parse_fused_critique(step.text)
+        critique, utility = fused.critique, fused.utility
+        answer = clean_answer(critique.generation) or critique.generation
+        step.observation = (
+            f"answer: {shorten(answer, 100)} | relevance: {critique.relevance} | "
+            f"support: {critique.support} | utility: {utility.value}"
+        )
+        step.details.update(
+            passage_id=doc.id,
+            relevance=critique.relevance,
+            support=critique.support,
+            utility=utility.value,
+            output_format=fused.source,
+        )
+        if fused.defaults:
+            step.details["defaults_used"] = fused.defaults
+        return Candidate(
+            text=answer,
+            passage=doc,
+            relevance=critique.relevance,
+            support=critique.support,
+            utility=utility.value,
+            score=combined_score(utility.value, critique.support, critique.relevance),
+            details={"passage_index": index, "defaults_used": fused.defaults},
         )
 
     # -- separate mode (seed 003) ---------------------------------------------

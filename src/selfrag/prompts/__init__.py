@@ -2,21 +2,41 @@
 
 Templates use ``{name}`` placeholders filled with :func:`render`. Values are
 inserted verbatim (braces inside passages are safe).
+
+Set ``SELFRAG_PROMPT_DIR`` to a directory to override templates by name: a
+file ``<dir>/<name>.txt`` replaces the packaged one; others stay packaged.
 """
 
 from __future__ import annotations
 
+import os
 import string
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
 from ..errors import ConfigError
 
+PROMPT_DIR_ENV = "SELFRAG_PROMPT_DIR"
 
-@lru_cache(maxsize=None)
+
 def load_prompt(name: str) -> str:
-    """The text of ``prompts/<name>.txt`` shipped in the package."""
+    """The text of ``prompts/<name>.txt``: from ``$SELFRAG_PROMPT_DIR`` if it has one, else packaged."""
+    return _load_prompt(name, os.environ.get(PROMPT_DIR_ENV, ""))
+
+
+@cache
+def _load_prompt(name: str, override_dir: str) -> str:
+    if override_dir:
+        folder = Path(override_dir)
+        if not folder.is_dir():
+            raise ConfigError(
+                f"{PROMPT_DIR_ENV}={override_dir} is not a directory; point it at a folder of "
+                "<name>.txt templates or unset it"
+            )
+        custom = folder / f"{name}.txt"
+        if custom.is_file():
+            return custom.read_text(encoding="utf-8")
     try:
         return resources.files(__package__).joinpath(f"{name}.txt").read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -33,7 +33,7 @@ JSON_DEFAULTS: dict[str, Any] = {
 }
 
 _WORDS = re.compile(r"[a-z]+")
-_TAG = re.compile(r"\[\s*is\s*_?\s*(rel|sup)\s*\]\s*:?", re.IGNORECASE)
+_TAG = re.compile(r"\[\s*is\s*_?\s*(rel|sup|use)\s*\]\s*:?", re.IGNORECASE)
 _SCALE = re.compile(r"\(?\s*1\s*(?:-|–|to)\s*5\s*\)?", re.IGNORECASE)
 _DIGIT = re.compile(r"(?<!\d)([1-5])(?!\d)")
 _MAX_JSON_STARTS = 64
@@ -111,17 +111,17 @@ class Critique:
         ]
 
 
-def parse_combined_critique(text: str) -> Critique:
-    """Split an answer followed by ``[IsRel] ...`` and ``[IsSup] ...`` lines.
+def split_tagged(text: str) -> tuple[str, dict[str, str]]:
+    """Split an output into its answer and its ``[IsRel]``/``[IsSup]``/``[IsUse]`` values.
 
     Tags are matched case-insensitively anywhere in a line; the text after a
     tag (up to the next tag) is its value, and the text before the first tag
     belongs to the answer. When a tag repeats, the last one wins. The answer is
-    every non-tag line; if there is none, it is the whole output. Missing tags
-    default to relevant and partially supported.
+    every non-tag line (a leading "Answer:" removed); if there is none, it is
+    the whole output. Returns ``(answer, {"rel"|"sup"|"use": value})``.
     """
     text = _text(text)
-    relevance = support = None
+    values: dict[str, str] = {}
     kept: list[str] = []
     for line in text.strip().split("\n"):
         stripped = line.strip()
@@ -134,12 +134,23 @@ def parse_combined_critique(text: str) -> Critique:
             kept.append(before)
         for tag, following in zip(tags, [*tags[1:], None], strict=True):
             end = following.start() if following is not None else len(stripped)
-            value = stripped[tag.end() : end].strip()
-            if tag.group(1).lower() == "rel":
-                relevance = relevance_label(value)
-            else:
-                support = support_label(value)
-    generation = "\n".join(kept).strip() or text.strip()
+            values[tag.group(1).lower()] = stripped[tag.end() : end].strip()
+    answer = _ANSWER_PREFIX.sub("", "\n".join(kept).strip()).strip()
+    return answer or text.strip(), values
+
+
+_ANSWER_PREFIX = re.compile(r"^\s*answer\s*:", re.IGNORECASE)
+
+
+def parse_combined_critique(text: str) -> Critique:
+    """An answer followed by ``[IsRel] ...`` and ``[IsSup] ...`` lines (see :func:`split_tagged`).
+
+    Missing tags default to relevant and partially supported; an ``[IsUse]``
+    line, if any, is not part of the answer.
+    """
+    generation, values = split_tagged(text)
+    relevance = relevance_label(values["rel"]) if "rel" in values else None
+    support = support_label(values["sup"]) if "sup" in values else None
     return Critique(
         generation=generation,
         relevance=relevance or DEFAULT_RELEVANCE,
@@ -147,6 +158,53 @@ def parse_combined_critique(text: str) -> Critique:
         relevance_default=relevance is None,
         support_default=support is None,
     )
+
+
+@dataclass(frozen=True)
+class FusedCritique:
+    """One call's answer with all three verdicts (the fused Self-RAG mode)."""
+
+    critique: Critique
+    utility: Parsed
+    source: str  # "json" or "tags"
+
+    @property
+    def defaults(self) -> list[str]:
+        return self.critique.defaults + (["utility"] if self.utility.default else [])
+
+
+_ANSWER_KEYS = ("answer", "response", "generation")
+
+
+def parse_fused_critique(text: str) -> FusedCritique:
+    """An answer with relevance, support and utility, as a JSON object or as tagged lines.
+
+    JSON: ``{"answer": ..., "relevance": ..., "support": ..., "utility": 1-5}``
+    (support may use either vocabulary, "fully_supported" or "fully supported").
+    Otherwise the text is read like the combined mode plus an ``[IsUse] N``
+    line. Defaults are the combined mode's: relevant, partially supported, 3.
+    """
+    obj = first_json_object(text)
+    answer_key = next((k for k in _ANSWER_KEYS if _field(obj, k)[0]), None)
+    if obj is not None and answer_key is not None:
+        answer = _field(obj, answer_key)[1]
+        found_rel, rel = _field(obj, "relevance")
+        found_sup, sup = _field(obj, "support")
+        rel_ok = found_rel and isinstance(rel, str) and bool(rel.strip())
+        sup_ok = found_sup and isinstance(sup, str) and bool(sup.strip())
+        utility = json_utility(obj)
+        critique = Critique(
+            generation=_text(answer if answer is not None else "").strip(),
+            relevance=relevance_label(rel) if rel_ok else DEFAULT_RELEVANCE,
+            support=support_label(sup.replace("_", " ")) if sup_ok else DEFAULT_SUPPORT,
+            relevance_default=not rel_ok,
+            support_default=not sup_ok,
+        )
+        return FusedCritique(critique, utility, "json")
+    critique = parse_combined_critique(text)
+    _, values = split_tagged(text)
+    utility = parse_utility(values["use"]) if "use" in values else Parsed(DEFAULT_UTILITY, True)
+    return FusedCritique(critique, utility, "tags")
 
 
 def parse_utility(text: str) -> Parsed:
