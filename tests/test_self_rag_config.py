@@ -78,6 +78,7 @@ def test_config_schema_lists_keys_and_defaults():
         "max_context_tokens": 4000,
         "prompt_path": None,
         "critic_max_tokens": 32,
+        "retrieval_mode": "adaptive",
     }
     assert not any(required for _, required, _ in schema.values())
 

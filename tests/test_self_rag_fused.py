@@ -211,3 +211,48 @@ def test_parse_fused_critique(text, expected):
     f = parse_fused_critique(text)
     c = f.critique
     assert (c.generation, c.relevance, c.support, f.utility.value, f.source, f.defaults) == expected
+
+
+# -- retrieval_mode: always / never skip the decision call ----------------------
+
+
+@pytest.mark.parametrize(
+    "mode, calls",
+    [("combined", 2 * 3), ("fused", 3), ("separate", 4 * 3)],
+)
+async def test_always_retrieve_skips_the_decision_call(mode, calls, france_retriever):
+    script = {
+        "combined": {d: "Paris\n[IsRel] relevant\n[IsSup] fully supported" for d in (DOC_A, DOC_B, DOC_C)}
+        | {"Answer: Paris": "4"},
+        "fused": {d: verdict("Paris") for d in (DOC_A, DOC_B, DOC_C)},
+        "separate": {
+            d: ['{"relevance": "relevant"}', "Paris", '{"support": "fully_supported"}']
+            for d in (DOC_A, DOC_B, DOC_C)
+        }
+        | {"Response: Paris": '{"utility": 4}'},
+    }[mode]
+    llm = ScriptedBackend(script)
+    method = create_method(
+        "self_rag", llm, france_retriever,
+        {"self_rag": {"critique": mode, "retrieval_mode": "always"}},
+    )
+    response = await method.answer(QUESTION)
+    assert response.num_llm_calls == calls
+    assert response.num_retrieval_calls == 1
+    decision = response.reasoning_chain[0]
+    assert (decision.action, decision.llm_calls) == ("retrieval_decision", 0)
+    assert decision.details["retrieval_mode"] == "always"
+    assert not any(DECISION in c.prompt_text() or "needs_retrieval" in c.prompt_text()
+                   for c in llm.calls)
+    assert response.answer == "Paris"
+
+
+async def test_never_retrieve_answers_directly_in_one_call(france_retriever):
+    llm = ScriptedBackend({QUESTION.text: "Paris"})
+    method = create_method(
+        "self_rag", llm, france_retriever, {"self_rag": {"retrieval_mode": "never"}}
+    )
+    response = await method.answer(QUESTION)
+    assert (response.num_llm_calls, response.num_retrieval_calls) == (1, 0)
+    assert actions(response) == ["retrieval_decision", "direct_answer"]
+    assert response.retrieval_needed is False

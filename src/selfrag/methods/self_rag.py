@@ -76,6 +76,9 @@ class SelfRAGConfig(MethodConfig):
     prompt_path: str | None = None
     # Token cap for the short verdict calls (decision, relevance, support, utility).
     critic_max_tokens: int = Field(32, ge=1)
+    # adaptive: the model decides (one call); always / never: skip that call and
+    # retrieve for every question / for none (the paper's forced-retrieval settings).
+    retrieval_mode: Literal["adaptive", "always", "never"] = "adaptive"
 
 
 def decision_template(path: str | None) -> str:
@@ -217,6 +220,54 @@ class SelfRAG(Method):
         )
         return best
 
+    async def _decide(
+        self,
+        question: Question,
+        run: Run,
+        ask_model: Callable[[Question, Run], Awaitable[bool]],
+    ) -> bool:
+        """Whether to retrieve: the model's verdict, or the configured fixed answer."""
+        mode = self.config.retrieval_mode
+        if mode == "adaptive":
+            return await ask_model(question, run)
+        needed = mode == "always"
+        run.note(
+            "retrieval_decision",
+            thought=f"retrieval_mode is {mode!r}: no decision call.",
+            action_input=question.text,
+            observation=f"retrieval needed: {'yes' if needed else 'no'} (configured)",
+            details={"retrieval_needed": needed, "retrieval_mode": mode},
+        )
+        return needed
+
+    async def _decide_by_text(self, question: Question, run: Run) -> bool:
+        step = await run.generate(
+            _user(render(self.decision_prompt, question=question.text)),
+            action="retrieval_decision",
+            thought="Decide whether retrieval is needed.",
+            action_input=question.text,
+            max_tokens=self._short(run),
+        )
+        needed = parse_retrieval_decision(step.text)
+        step.observation = (
+            f"retrieval needed: {'yes' if needed else 'no'} (model said {shorten(step.text, 60)!r})"
+        )
+        step.details["retrieval_needed"] = needed
+        return needed
+
+    async def _decide_by_json(self, question: Question, run: Run) -> bool:
+        step, obj = await self._verdict(
+            run,
+            "self_rag_json_decision",
+            f"Question: {question.text}",
+            action="retrieval_decision",
+            thought="Decide whether retrieval is needed (JSON verdict).",
+            action_input=question.text,
+        )
+        needed = json_needs_retrieval(obj)
+        _annotate(step, "needs_retrieval", needed)
+        return bool(needed.value)
+
     async def _answer(self, question: Question, run: Run) -> Outcome:
         if self.config.critique == "separate":
             return await self._answer_separate(question, run)
@@ -231,18 +282,7 @@ class SelfRAG(Method):
         run: Run,
         make_candidate: Callable[[Question, Document, int, Run], Awaitable[Candidate]],
     ) -> Outcome:
-        step = await run.generate(
-            _user(render(self.decision_prompt, question=question.text)),
-            action="retrieval_decision",
-            thought="Decide whether retrieval is needed.",
-            action_input=question.text,
-            max_tokens=self._short(run),
-        )
-        needed = parse_retrieval_decision(step.text)
-        step.observation = (
-            f"retrieval needed: {'yes' if needed else 'no'} (model said {shorten(step.text, 60)!r})"
-        )
-        step.details["retrieval_needed"] = needed
+        needed = await self._decide(question, run, self._decide_by_text)
         if not needed:
             answer = await self._direct_answer(
                 question, run, "No retrieval needed; answer directly."
@@ -381,17 +421,8 @@ class SelfRAG(Method):
         return step, first_json_object(step.text)
 
     async def _answer_separate(self, question: Question, run: Run) -> Outcome:
-        step, obj = await self._verdict(
-            run,
-            "self_rag_json_decision",
-            f"Question: {question.text}",
-            action="retrieval_decision",
-            thought="Decide whether retrieval is needed (JSON verdict).",
-            action_input=question.text,
-        )
-        needed = json_needs_retrieval(obj)
-        _annotate(step, "needs_retrieval", needed)
-        if not needed.value:
+        needed = await self._decide(question, run, self._decide_by_json)
+        if not needed:
             answer = await self._direct_answer(
                 question, run, "No retrieval needed; answer directly."
             )
