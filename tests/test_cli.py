@@ -84,6 +84,12 @@ def test_methods_lists_registered_methods(capsys):
     code, out, _ = run_cli(capsys, "methods", "--json")
     rows = json.loads(out)
     assert {r["name"] for r in rows} >= {"vanilla_rag", "no_retrieval"}
+    by_name = {r["name"]: r for r in rows}
+    # Defaults are JSON values, nested sections as objects (not Python reprs).
+    assert by_name["self_rag"]["config"]["num_candidates"] == 3
+    assert by_name["self_rag"]["config"]["critique"] == "combined"
+    assert by_name["self_rag"]["config"]["prompt_path"] is None
+    assert by_name["self_rag_critic"]["config"]["adaptive"]["threshold"] == 0.2
 
 
 def test_demo_with_scripted_backend(tmp_path, capsys):

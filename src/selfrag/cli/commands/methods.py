@@ -6,6 +6,7 @@ import argparse
 import json
 
 from ...methods.registry import available_methods
+from ...serialize import to_jsonable
 
 NAME = "methods"
 HELP = "list the registered methods"
@@ -25,7 +26,11 @@ def run(args: argparse.Namespace) -> int:
                 "type": cls.type.value,
                 "section": cls.section(),
                 "description": cls.description,
-                "config": {k: repr(v[2]) for k, v in cls.get_config_schema().items()},
+                # Each key's default as a JSON value (nested sections as objects).
+                "config": {
+                    k: to_jsonable(default)
+                    for k, (_, _, default) in cls.get_config_schema().items()
+                },
             }
             for name, cls in methods.items()
         ]
