@@ -1,4 +1,4 @@
-"""BM25 retrieval on bm25s."""
+"""BM25 retrieval: bm25s-compatible analysis, scores and saved indexes."""
 
 from __future__ import annotations
 

@@ -152,3 +152,9 @@ def test_console_script_prints_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("selfrag: error: documents not found")
     assert "Traceback" not in proc.stderr
+
+
+def test_python_dash_m_selfrag_runs_the_same_cli():
+    proc = subprocess.run([sys.executable, "-m", "selfrag", "methods"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "self_rag" in proc.stdout and "vanilla_rag" in proc.stdout

@@ -284,3 +284,33 @@ async def test_a_planted_instruction_does_not_reach_other_documents(static_retri
     }
     assert rel == {"1": "relevant", "2": "relevant", "3": "irrelevant"}
     assert response.answer == "Paris"  # the plant's own verdict says no_support
+
+
+async def test_critical_path_is_four_call_latencies_whatever_the_document_count(france_retriever):
+    import time
+
+    from selfrag.llm import DelayedBackend
+
+    delay = 0.15
+    llm = DelayedBackend(
+        ScriptedBackend(
+            {
+                DECISION: json.dumps({"needs_retrieval": True}),
+                '"relevance": "relevant"': REL,
+                '"support": "fully_supported"': sup("fully_supported"),
+                '"utility": N': use(5),
+                "Use the documents below": "Paris",
+            }
+        ),
+        delay,
+    )
+    start = time.perf_counter()
+    response = await separate(llm, france_retriever).answer(QUESTION)
+    elapsed = time.perf_counter() - start
+    assert response.num_llm_calls == 1 + 4 * 3
+    # decision -> relevance -> answer -> (support | utility), documents in parallel
+    assert 4 * delay <= elapsed < 4.9 * delay, elapsed
+    assert llm.max_in_flight == 6  # three documents' support and utility calls at once
+    actions = [s.action for s in response.reasoning_chain]
+    first_doc = actions[actions.index("evaluate_relevance"):][:4]
+    assert first_doc == ["evaluate_relevance", "generate", "assess_support", "rate_utility"]

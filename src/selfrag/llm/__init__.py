@@ -2,6 +2,7 @@
 
 from .base import BaseBackend, LLMBackend, LLMRequest, Message, RetryPolicy, build_request
 from .cache import CachedBackend, SQLiteCache
+from .delayed import DelayedBackend
 from .factory import create_backend, parse_spec
 from .pricing import Pricing
 from .scripted import ScriptedBackend
@@ -9,6 +10,7 @@ from .scripted import ScriptedBackend
 __all__ = [
     "BaseBackend",
     "CachedBackend",
+    "DelayedBackend",
     "LLMBackend",
     "LLMRequest",
     "Message",

@@ -1,0 +1,261 @@
+"""Critical-path latency: how many LLM round trips each method waits for.
+
+Every registered method answers the same questions with a scripted backend
+wrapped in :class:`selfrag.llm.DelayedBackend`, which adds a fixed delay to
+every call (200 ms by default, like an API round trip). The scripted model
+answers every prompt sensibly (retrieval wanted, passages relevant and
+supporting, ReAct searches once and finishes), so each method takes its full
+retrieval path. Wall time divided by the delay is then the number of call
+latencies on the critical path; LLM calls per question is what a method would
+wait for if nothing overlapped.
+
+    python benchmarks/critical_path.py [--delay 0.2] [--questions 3]
+
+Exits non-zero unless ``self_rag`` needs at most 3 call latencies with
+``critique: combined`` and at most 2 with ``fused``, for num_candidates 3 and 5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+# (method, label, config) in report order.
+CASES: list[tuple[str, str, dict[str, Any]]] = [
+    ("no_retrieval", "", {}),
+    ("vanilla_rag", "", {}),
+    *[
+        ("self_rag", f"critique {mode}, num_candidates {n}",
+         {"self_rag": {"critique": mode, "num_candidates": n, "top_k": 5}})
+        for mode in ("combined", "fused")
+        for n in (3, 5)
+    ],
+    ("self_rag", "critique separate, top_k 3", {"self_rag": {"critique": "separate", "top_k": 3}}),
+    ("self_rag", "critique separate, top_k 5", {"self_rag": {"critique": "separate", "top_k": 5}}),
+    ("self_rag_critic", "label probabilities, top_k 5, rerank 3", {"self_rag_critic": {"top_k": 5}}),
+    ("self_rag_segment", "label probabilities, top_k 3, beam 2", {}),
+    ("self_corrective", "documents accepted at once", {}),
+    ("react_rag", "one search, then finish", {}),
+]
+LIMITS = {"combined": 3, "fused": 2}  # call latencies allowed for self_rag
+
+DOCS = [
+    ("Paris", "Paris is the capital and largest city of France."),
+    ("France", "France is a country in Western Europe; its capital is Paris."),
+    ("Seine", "The Seine flows through Paris, the capital of France."),
+    ("Louvre", "The Louvre in Paris, the French capital, is the most visited museum."),
+    ("Lyon", "Lyon is the third-largest city of France, after Paris and Marseille."),
+]
+QUESTION = "What is the capital of France?"
+
+
+def _probs(*pairs: tuple[str, float]) -> dict[str, float]:
+    return dict(pairs)
+
+
+def respond(prompt: str, request: Any) -> Any:
+    """What the scripted model says to one prompt: the full-path answer for every method."""
+    p = prompt
+    if '"needs_retrieval"' in p:
+        return '{"needs_retrieval": true}'
+    if '{"relevance": "relevant"}' in p:
+        return '{"relevance": "relevant"}'
+    if '{"support": "fully_supported"}' in p:
+        return '{"support": "fully_supported"}'
+    if '{"utility": N}' in p:
+        return '{"utility": 5}'
+    if "Reply with JSON only, in this form" in p:
+        return '{"answer": "Paris", "relevance": "relevant", "support": "fully_supported", "utility": 5}'
+    if "[IsUse]" in p:
+        return "Paris\n[IsRel] relevant\n[IsSup] fully supported\n[IsUse] 5"
+    if "[IsRel]" in p:
+        return "Paris\n[IsRel] relevant\n[IsSup] fully supported"
+    if "Do you need to retrieve documents" in p:
+        return "yes"
+    if "Rating:" in p:
+        return "5"
+    if "Start your reply with YES or NO" in p:
+        return "YES. The documents say Paris is the capital of France."
+    if "Write one new search query" in p:
+        return "capital city of France"
+    if "yes, no or continue" in p:
+        return {"text": "yes", "top_logprobs": _probs(("yes", -0.1), ("no", -2.5), ("continue", -4.0))}
+    if "answer the question completely? yes" in p:
+        return {"text": "yes", "top_logprobs": _probs(("yes", -0.1), ("no", -2.5))}
+    if "Does answering this question need facts" in p:
+        return {"text": "yes", "top_logprobs": _probs(("yes", -0.2), ("no", -1.8))}
+    if "relevant or irrelevant" in p:
+        return {"text": "relevant", "top_logprobs": _probs(("relevant", -0.1), ("irrelevant", -2.5))}
+    if "fully, partially or no" in p:
+        return {"text": "fully", "top_logprobs": _probs(("fully", -0.1), ("partially", -2.5), ("no", -4.0))}
+    if "Reply with one digit: 1, 2, 3, 4 or 5" in p:
+        return {"text": "5", "top_logprobs": _probs(("5", -0.1), ("4", -2.5), ("3", -4.0))}
+    if "Write the next sentence" in p:
+        return {"text": "Paris is the capital of France.", "top_logprobs": _probs(("Paris", -0.1))}
+    if "Reply with your next two lines" in p:
+        if "Observation:" in p:
+            return "Thought: The documents say Paris.\nAction: finish[Paris]"
+        return "Thought: I should look it up.\nAction: search[capital of France]"
+    if request.top_logprobs:
+        return {"text": "Paris", "top_logprobs": _probs(("Paris", -0.1))}
+    return "Paris"
+
+
+def make_backend(delay: float):
+    from selfrag.llm import DelayedBackend, ScriptedBackend
+
+    class Responder(ScriptedBackend):
+        def _next_response(self, request):  # noqa: D401 - overrides the script lookup
+            return respond(request.prompt_text(), request)
+
+    return DelayedBackend(Responder(model="critical-path"), delay)
+
+
+async def measure_case(method: str, config: dict, delay: float, questions: int) -> dict:
+    from selfrag.methods.registry import create_method
+    from selfrag.retrieval.bm25 import BM25Retriever
+    from selfrag.types import Document, Question
+
+    docs = [Document(id=str(i), title=t, text=x) for i, (t, x) in enumerate(DOCS)]
+    llm = make_backend(delay)
+    retriever = BM25Retriever(docs)
+    walls, calls, retrievals, peaks, answers = [], [], [], [], []
+    for i in range(questions):
+        m = create_method(method, llm, retriever, config)
+        llm.reset_counts()
+        start = time.perf_counter()
+        response = await m.answer(Question(id=f"q{i}", text=QUESTION, answers=("Paris",)))
+        walls.append(time.perf_counter() - start)
+        calls.append(response.num_llm_calls)
+        retrievals.append(response.num_retrieval_calls)
+        peaks.append(llm.max_in_flight)
+        answers.append(response.answer)
+    wall = statistics.median(walls)
+    return {
+        "method": method,
+        "config": config,
+        "llm_calls_per_q": statistics.fmean(calls),
+        "retrievals_per_q": statistics.fmean(retrievals),
+        "wall_ms_per_q": wall * 1000,
+        "wall_ms_all": [w * 1000 for w in walls],
+        "call_latencies": wall / delay,
+        "max_in_flight": max(peaks),
+        "answers": answers,
+    }
+
+
+def check(rows: list[dict]) -> list[str]:
+    problems = []
+    for r in rows:
+        section = r["config"].get("self_rag") or {}
+        limit = LIMITS.get(section.get("critique", ""))
+        if r["method"] == "self_rag" and limit is not None and r["call_latencies"] >= limit + 0.5:
+            problems.append(
+                f"self_rag {r['label']}: {r['call_latencies']:.2f} call latencies, limit {limit}"
+            )
+    return problems
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True)
+        return (out.stdout.strip() or "unknown") + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+    except OSError:
+        return "unknown"
+
+
+EXPLAIN = """\
+## Why each method takes what it takes
+
+- `no_retrieval`, `vanilla_rag`: one call, nothing to overlap (retrieval is local BM25, well under a millisecond here).
+- `self_rag` `combined`: the retrieval decision (1), then every candidate at once; each candidate's utility call starts as soon as its own answer is written, so the question waits for decision + answer + utility = **3** whatever `num_candidates` is, instead of `1 + 2n` one after another.
+- `self_rag` `fused`: decision + one call per candidate that writes the answer and all three labels, all candidates at once = **2**.
+- `self_rag` `separate`: decision, then per document relevance -> answer -> support and utility (the last two at once), documents in parallel = 4.
+- `self_rag_critic`: retrieval probability (1), then per passage relevance and answer at once, then support and utility at once (2 more), every passage in parallel = 3; the rerank and selection reuse those critiques (self-reflection is off by default; each round would add 2).
+- `self_rag_segment`: per sentence a retrieve decision, then candidates with their critiques and a "final?" check; the scripted answer is final after one sentence.
+- `self_corrective`: retrieve, reflect, answer: 2 calls in sequence (each rejected round adds reflect + reformulate).
+- `react_rag`: each Thought/Action step waits for the previous observation: search step + finish step = 2.
+"""
+
+
+def report(rows: list[dict], args: argparse.Namespace, problems: list[str]) -> str:
+    lines = [
+        "# Critical path: LLM round trips per question",
+        "",
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.platform()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, commit {_commit()}.",
+        f"Every call goes through `DelayedBackend` (+{args.delay * 1000:.0f} ms per call) around a scripted "
+        f"model that makes every method take its full retrieval path; BM25 over 5 passages; "
+        f"{args.questions} questions per row, the median wall time reported. "
+        "*Call latencies* = wall time / delay: the number of LLM round trips on the critical path. "
+        "*Calls/q* is what a question would wait for if no call overlapped another; *peak in flight* "
+        "is the most calls the backend saw at once.",
+        "",
+        "| method | setting | LLM calls/q | retrievals/q | wall ms/q | call latencies | peak in flight |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| `{r['method']}` | {r['label'] or '-'} | {r['llm_calls_per_q']:.1f} | "
+            f"{r['retrievals_per_q']:.1f} | {r['wall_ms_per_q']:.0f} | {r['call_latencies']:.2f} | "
+            f"{r['max_in_flight']} |"
+        )
+    verdict = (
+        "**Targets met**: `self_rag` combined <= 3 and fused <= 2 call latencies at num_candidates 3 and 5."
+        if not problems
+        else "**Targets missed**: " + "; ".join(problems)
+    )
+    lines += ["", verdict, "", EXPLAIN, "Regenerate: `python benchmarks/critical_path.py` "
+              "(options: `--delay`, `--questions`).", ""]
+    return "\n".join(lines)
+
+
+async def measure(args: argparse.Namespace) -> list[dict]:
+    rows = []
+    for method, label, config in CASES:
+        row = await measure_case(method, config, args.delay, args.questions)
+        row["label"] = label
+        print(f"[critical_path] {method} {label}: {row['call_latencies']:.2f} call latencies, "
+              f"{row['llm_calls_per_q']:.0f} calls", file=sys.stderr, flush=True)
+        rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--delay", type=float, default=0.2, help="seconds added to every call (default 0.2)")
+    parser.add_argument("--questions", type=int, default=3, help="questions per row (default 3)")
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    args = parser.parse_args(argv)
+    if args.delay <= 0 or args.questions < 1:
+        parser.error("--delay must be > 0 and --questions >= 1")
+    sys.path.insert(0, str(ROOT / "src"))
+    rows = asyncio.run(measure(args))
+    problems = check(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "critical_path.md").write_text(report(rows, args, problems), encoding="utf-8")
+    (args.out / "critical_path.json").write_text(
+        json.dumps({"delay_s": args.delay, "questions": args.questions, "rows": rows}, indent=2), encoding="utf-8"
+    )
+    print(f"wrote {args.out / 'critical_path.md'}")
+    if problems:
+        print("critical path targets missed: " + "; ".join(problems))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
