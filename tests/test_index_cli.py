@@ -214,3 +214,27 @@ def test_vanilla_rag_with_hybrid_retrieval_on_the_embedded_model(capsys):
     assert code == 0, err
     data = json.loads(out)
     assert data["answer"] and data["sources"][0]["title"] == "Uranus"
+
+
+FULL_PATH_SCRIPT = Path(__file__).parent / "fixtures" / "full_path_script.json"
+
+
+@pytest.mark.dense
+@pytest.mark.parametrize("retriever", ["dense", "hybrid"])
+def test_every_method_answers_over_the_demo_corpus_with_dense_and_hybrid(capsys, retriever):
+    from selfrag.methods.registry import available_methods
+
+    # The keyed script agrees with every critique, so each method takes its retrieval path.
+    for method in available_methods():
+        code, out, err = run_cli(
+            capsys, "ask", "Who discovered Uranus?", "--docs", demo_corpus_path(), "--retriever", retriever,
+            "--method", method, "--llm", f"scripted:{FULL_PATH_SCRIPT}", "--json",
+        )
+        assert code == 0, (method, err)
+        data = json.loads(out)
+        assert data["answer"].startswith("William Herschel"), (method, data["answer"])
+        if method == "no_retrieval":
+            assert data["num_retrieval_calls"] == 0
+            continue
+        assert data["num_retrieval_calls"] >= 1, method
+        assert any(s["title"] == "Uranus" for s in data["sources"]), (method, data["sources"])

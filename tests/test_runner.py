@@ -216,3 +216,20 @@ async def test_resume_retries_error_lines(tmp_path):
     records = read_predictions(first.run_dir / "predictions.jsonl")
     assert sorted(r["id"] for r in records) == ["q1", "q2"] and all("error" not in r for r in records)
     assert result.summary["n_errors"] == 0 and result.summary["metrics"]["em"] == 1.0
+
+
+async def test_cache_off_warning_only_when_a_resume_has_questions_left(tmp_path, caplog):
+    data = dataset(tmp_path, n=2)
+    llm = ScriptedBackend({"capital number": "x"})
+    first = await run_experiment_async(
+        config(tmp_path, data, "data.subset_size=1", "cache.enabled=false"), progress=False, llm=llm
+    )
+    with caplog.at_level("WARNING"):
+        await run_experiment_async(config(tmp_path, data, "data.subset_size=1", "cache.enabled=false"),
+                                   resume_dir=first.run_dir, progress=False, llm=llm)
+    assert "cache is off" not in caplog.text  # nothing left to answer, nothing asked again
+    with caplog.at_level("WARNING"):
+        await run_experiment_async(config(tmp_path, data, "cache.enabled=false"),
+                                   resume_dir=first.run_dir, progress=False, llm=llm)
+    assert "the cache is off" in caplog.text
+    assert len(llm.calls) == 2

@@ -286,7 +286,7 @@ async def run_experiment_async(
         if resume_dir is not None:
             run_dir = check_run_dir(Path(resume_dir)).resolve()
             done, previous = _resume_state(run_dir, dataset)
-            if not cfg.cache.enabled:
+            if not cfg.cache.enabled and len(done) < len(dataset.questions):
                 log.warning("the cache is off: calls of questions cut short by the interruption are made again")
         else:
             root = Path(output_root).expanduser() if output_root is not None else Path(cfg.experiment.output_dir)
