@@ -15,10 +15,10 @@ from selfrag.prompts import load_prompt, placeholders, render
 QUESTION = "What is the capital of France?"
 TEMPLATES = {
     "self_rag": {"question"},
-    "self_rag_critique": {"passage", "question"},
+    "self_rag_critique": {"passage", "question", "answer_kind"},
     "self_rag_utility": {"question", "answer"},
-    "self_rag_fused": {"passage", "question"},
-    "self_rag_fused_json": {"passage", "question"},
+    "self_rag_fused": {"passage", "question", "answer_kind"},
+    "self_rag_fused_json": {"passage", "question", "answer_kind"},
     "self_rag_json_decision": set(),
     "self_rag_json_relevance": set(),
     "self_rag_json_support": set(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..prompts import load_prompt, render
 from ..types import ArchitectureType, Question
+from .answer_format import answer_system
 from .base import Method, MethodConfig, Outcome
 from .registry import register
 from .text import clean_answer
@@ -25,7 +26,7 @@ class NoRetrieval(Method):
     async def _answer(self, question: Question, run: Run) -> Outcome:
         prompt = render(load_prompt("answer_direct"), question=question.text)
         step = await run.generate(
-            [{"role": "system", "content": load_prompt("answer_system")}, {"role": "user", "content": prompt}],
+            [{"role": "system", "content": answer_system(question)}, {"role": "user", "content": prompt}],
             action="direct_answer",
             thought="Answer without retrieval.",
             action_input=question.text,

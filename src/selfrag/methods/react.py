@@ -17,6 +17,7 @@ from pydantic import Field
 from ..prompts import load_prompt, render
 from ..reflection.decisions import normalize_query, parse_action
 from ..types import ArchitectureType, Question
+from .answer_format import answer_system, finish_answer
 from .base import Method, MethodConfig, Outcome
 from .context import format_passage, truncate_to_tokens
 from .registry import register
@@ -91,7 +92,7 @@ class ReActRAG(Method):
 
     async def _answer(self, question: Question, run: Run) -> Outcome:
         cfg = self.config
-        system = load_prompt("react_system")
+        system = render(load_prompt("react_system"), finish_answer=finish_answer(question))
         max_tokens = min(cfg.step_max_tokens, int(self.llm_params.get("max_tokens", cfg.step_max_tokens)))
         turns: list[Turn] = []
         searched: dict[str, str] = {}  # normalised query -> query, in search order
@@ -140,7 +141,7 @@ class ReActRAG(Method):
         history = self._history(turns) or "(nothing was observed)"
         prompt = render(load_prompt("react_final"), question=question.text, history=history)
         step = await run.generate(
-            [{"role": "system", "content": load_prompt("answer_system")}, {"role": "user", "content": prompt}],
+            [{"role": "system", "content": answer_system(question)}, {"role": "user", "content": prompt}],
             action="final_answer",
             thought=f"No finish after {self.config.max_steps} steps: answer from what was observed.",
             action_input=question.text,

@@ -18,6 +18,7 @@ from pydantic import Field
 from ..prompts import load_prompt, render
 from ..reflection.decisions import NO, Decision, clean_query, normalize_query, parse_decision
 from ..types import ArchitectureType, Document, Question, RetrievalResult
+from .answer_format import answer_system
 from .base import Method, MethodConfig, Outcome
 from .context import build_context
 from .registry import register
@@ -129,7 +130,7 @@ class SelfCorrectiveRAG(Method):
         context, used = build_context(docs, self.config.max_context_tokens, self.llm.count_tokens)
         prompt = render(load_prompt("answer_with_context"), question=question.text, context=context)
         step = await run.generate(
-            [{"role": "system", "content": load_prompt("answer_system")}, {"role": "user", "content": prompt}],
+            [{"role": "system", "content": answer_system(question)}, {"role": "user", "content": prompt}],
             action="generate",
             thought=why,
             action_input=question.text,

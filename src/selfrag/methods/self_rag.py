@@ -51,6 +51,7 @@ from ..reflection.parse import (
 )
 from ..reflection.select import best_index, combined_score, separate_key, separate_score
 from ..types import ArchitectureType, Candidate, Document, Question
+from .answer_format import answer_kind, answer_system
 from .base import Method, MethodConfig, Outcome
 from .context import format_passage, truncate_to_tokens
 from .registry import register
@@ -165,7 +166,7 @@ class SelfRAG(Method):
     async def _direct_answer(self, question: Question, run: Run, thought: str) -> str:
         prompt = render(load_prompt("answer_direct"), question=question.text)
         step = await run.generate(
-            _chat(load_prompt("answer_system"), prompt),
+            _chat(answer_system(question), prompt),
             action="direct_answer",
             thought=thought,
             action_input=question.text,
@@ -324,6 +325,7 @@ class SelfRAG(Method):
                     load_prompt("self_rag_critique"),
                     passage=self._passage(doc, index),
                     question=question.text,
+                    answer_kind=answer_kind(question),
                 )
             ),
             action="generate_and_critique",
@@ -367,7 +369,12 @@ class SelfRAG(Method):
         fmt = self._json_format()
         template = load_prompt("self_rag_fused_json" if fmt else "self_rag_fused")
         step = await run.generate(
-            _user(render(template, passage=self._passage(doc, index), question=question.text)),
+            _user(
+                render(
+                    template, passage=self._passage(doc, index), question=question.text,
+                    answer_kind=answer_kind(question),
+                )
+            ),
             action="generate_and_critique",
             thought=(
                 f"Answer from passage {index} ('{title}') and judge its relevance, "
@@ -492,7 +499,7 @@ class SelfRAG(Method):
 
         gen = await run.generate(
             _chat(
-                load_prompt("answer_system"),
+                answer_system(question),
                 render(load_prompt("answer_with_context"), context=passage, question=question.text),
             ),
             action="generate",

@@ -23,6 +23,7 @@ from ..reflection.augment import (
 )
 from ..reflection.critic import Critic, CriticConfig, Draft
 from ..types import ArchitectureType, Document, Question
+from .answer_format import answer_format
 from .base import Method, MethodConfig, Outcome
 from .registry import register
 from .text import clean_answer
@@ -50,13 +51,16 @@ class SelfRagCritic(Method):
     config_section = "self_rag_critic"
     Config = SelfRagCriticConfig
 
-    def _critic(self) -> Critic:
-        return Critic(self.llm, self.config.critic, answer_tokens=self.config.max_answer_tokens)
+    def _critic(self, question: Question) -> Critic:
+        return Critic(
+            self.llm, self.config.critic, answer_tokens=self.config.max_answer_tokens,
+            answer_format=answer_format(question),
+        )
 
     async def _answer(self, question: Question, run: Run) -> Outcome:
         cfg: SelfRagCriticConfig = self.config
         weights = cfg.weights.weights()
-        critic = self._critic()
+        critic = self._critic(question)
         choice = critic.choice
         run.note(
             "critic",

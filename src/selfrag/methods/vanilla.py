@@ -6,6 +6,7 @@ from pydantic import Field
 
 from ..prompts import load_prompt, render
 from ..types import ArchitectureType, Question
+from .answer_format import answer_system
 from .base import Method, MethodConfig, Outcome
 from .context import build_context
 from .registry import register
@@ -31,7 +32,7 @@ class VanillaRAG(Method):
         context, used = build_context(result.documents, self.config.max_context_tokens, self.llm.count_tokens)
         prompt = render(load_prompt("answer_with_context"), question=question.text, context=context)
         step = await run.generate(
-            [{"role": "system", "content": load_prompt("answer_system")}, {"role": "user", "content": prompt}],
+            [{"role": "system", "content": answer_system(question)}, {"role": "user", "content": prompt}],
             action="generate",
             thought=f"Answer from {len(used)} passages.",
             action_input=question.text,

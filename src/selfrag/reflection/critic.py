@@ -36,6 +36,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import Field
 
 from ..errors import ConfigError
+from ..methods.answer_format import SHORT_ANSWER_FORMAT
 from ..methods.context import format_passage
 from ..methods.trace import Run, StepRecord
 from ..prompts import load_prompt, render
@@ -264,11 +265,14 @@ class Critic:
         *,
         answer_tokens: int = 64,
         segment_tokens: int = 48,
+        answer_format: str = SHORT_ANSWER_FORMAT,
     ) -> None:
         self.llm = llm
         self.config = config or CriticConfig()
         self.answer_tokens = answer_tokens
         self.segment_tokens = segment_tokens
+        # The instruction line of answer prompts (see selfrag.methods.answer_format).
+        self.answer_format = answer_format
         self._choice: SourceChoice | None = None
 
     @property
@@ -479,7 +483,10 @@ class Critic:
         async def generate() -> tuple[str, float | None]:
             so_far = {"answer": answer_so_far or "(nothing yet)"} if segment else {}
             name = ("segment_generate" if segment else "critic_answer") + ("" if doc is not None else "_direct")
-            user = render(load_prompt(name), question=question, **so_far, **({"passage": block} if doc else {}))
+            user = render(
+                load_prompt(name), question=question, answer_format=self.answer_format, **so_far,
+                **({"passage": block} if doc else {}),
+            )
             if feedback is not None:
                 user = user.rstrip() + "\n" + render(
                     load_prompt("critic_feedback"), previous=feedback.previous, rating=f"{feedback.rating:.1f}"

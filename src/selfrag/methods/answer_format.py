@@ -1,0 +1,67 @@
+"""How a question wants its answer written, for the answer-writing prompts.
+
+A free-text question gets the short-answer instruction every method uses; a
+question with choices (yes/no/maybe, or lettered options) gets an instruction
+that names them, so the prompt never asks for "a name, number, date or
+phrase" when the question wants "yes" or "B".
+"""
+
+from __future__ import annotations
+
+from ..types import Question
+
+SHORT_ANSWER_FORMAT = "Reply with only the short answer: a name, number, date or phrase, never a full sentence."
+SHORT_ANSWER_KIND = "a short answer (a name, number, date or phrase)"
+LETTERS = "ABCDEFGHIJ"
+
+
+def _or_list(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+def _labels(question: Question) -> tuple[list[str], bool] | None:
+    """The words a choice question is answered with, and whether they are option letters."""
+    choices = [c.strip() for c in question.choices if c.strip()]
+    if not choices:
+        return None
+    if {c.lower() for c in choices} <= {"yes", "no", "maybe"}:
+        return [c.lower() for c in choices], False
+    return list(LETTERS[: min(len(choices), len(LETTERS))]), True
+
+
+def answer_format(question: Question) -> str:
+    """The line that tells the model how to write its answer."""
+    labels = _labels(question)
+    if labels is None:
+        return SHORT_ANSWER_FORMAT
+    words, letters = labels
+    if letters:
+        return f"Reply with only the letter of the correct option ({_or_list(words)})."
+    return f"Reply with only {_or_list(words)}."
+
+
+def answer_kind(question: Question) -> str:
+    """What to write first, in prompts that also ask for critique lines."""
+    labels = _labels(question)
+    if labels is None:
+        return SHORT_ANSWER_KIND
+    words, letters = labels
+    if letters:
+        return f"the letter of the correct option ({_or_list(words)})"
+    return f"the answer ({_or_list(words)})"
+
+
+def finish_answer(question: Question) -> str:
+    """How ReAct's ``finish[...]`` answer is written ("The answer inside finish[...] is ...")."""
+    labels = _labels(question)
+    if labels is None:
+        return "short: a name, number, date or phrase"
+    words, letters = labels
+    return f"only the letter of the correct option ({_or_list(words)})" if letters else f"only {_or_list(words)}"
+
+
+def answer_system(question: Question) -> str:
+    """The system message of the answer-writing calls, with the question's answer format."""
+    from ..prompts import load_prompt, render
+
+    return render(load_prompt("answer_system"), answer_format=answer_format(question))
