@@ -101,7 +101,8 @@ DATASETS = {
 def _commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-        return out.stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "src"], cwd=ROOT, capture_output=True, text=True)
+        return (out.stdout.strip() or "unknown") + (" with uncommitted changes in src/" if dirty.stdout.strip() else "")
     except OSError:
         return "unknown"
 

@@ -29,35 +29,34 @@ def _labels(question: Question) -> tuple[list[str], bool] | None:
     return list(LETTERS[: min(len(choices), len(LETTERS))]), True
 
 
-def answer_format(question: Question) -> str:
-    """The line that tells the model how to write its answer."""
+def _phrase(question: Question, free: str, letters: str, words: str) -> str:
+    """``free`` for a free-text question, else ``letters`` / ``words`` with ``{labels}`` filled in."""
     labels = _labels(question)
     if labels is None:
-        return SHORT_ANSWER_FORMAT
-    words, letters = labels
-    if letters:
-        return f"Reply with only the letter of the correct option ({_or_list(words)})."
-    return f"Reply with only {_or_list(words)}."
+        return free
+    names, are_letters = labels
+    return (letters if are_letters else words).format(labels=_or_list(names))
+
+
+def answer_format(question: Question) -> str:
+    """The line that tells the model how to write its answer."""
+    return _phrase(
+        question, SHORT_ANSWER_FORMAT,
+        "Reply with only the letter of the correct option ({labels}).", "Reply with only {labels}.",
+    )
 
 
 def answer_kind(question: Question) -> str:
     """What to write first, in prompts that also ask for critique lines."""
-    labels = _labels(question)
-    if labels is None:
-        return SHORT_ANSWER_KIND
-    words, letters = labels
-    if letters:
-        return f"the letter of the correct option ({_or_list(words)})"
-    return f"the answer ({_or_list(words)})"
+    return _phrase(question, SHORT_ANSWER_KIND, "the letter of the correct option ({labels})", "the answer ({labels})")
 
 
 def finish_answer(question: Question) -> str:
     """How ReAct's ``finish[...]`` answer is written ("The answer inside finish[...] is ...")."""
-    labels = _labels(question)
-    if labels is None:
-        return "short: a name, number, date or phrase"
-    words, letters = labels
-    return f"only the letter of the correct option ({_or_list(words)})" if letters else f"only {_or_list(words)}"
+    return _phrase(
+        question, "short: a name, number, date or phrase",
+        "only the letter of the correct option ({labels})", "only {labels}",
+    )
 
 
 def answer_system(question: Question) -> str:
