@@ -173,6 +173,7 @@ async def test_real_llama_cpp_server_chat_and_logprobs():
     assert gen.prompt_tokens > 0 and gen.completion_tokens > 0
     assert gen.logprobs, "the server returned no log-probabilities"
     first = gen.logprobs[0]
-    assert 1 <= len(first.top) <= 5
+    assert len(first.top) == 5  # exactly the alternatives asked for
+    assert first.token in first.top and first.logprob == max(first.top.values())  # greedy picks the best
     total = sum(math.exp(lp) for lp in first.top.values())
     assert 0 < total <= 1.0001

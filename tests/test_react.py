@@ -178,5 +178,11 @@ async def test_smoke_on_the_embedded_model(embedded_llm):
     r = await method.answer("Which planet is known as the Red Planet?")
     print(f"react_rag smoke: {time.perf_counter() - start:.1f}s, {r.num_llm_calls} LLM calls")
     assert isinstance(r.answer, str) and r.answer.strip()
-    assert 1 <= r.num_llm_calls <= 3 and r.num_retrieval_calls <= 2
-    assert r.details["stopped"] in ("finish", "max_steps")
+    # Whatever the small model writes, the budget follows from how the loop ended.
+    steps = r.details["steps"]
+    if r.details["stopped"] == "finish":
+        assert 1 <= steps <= 2 and r.num_llm_calls == steps
+    else:
+        assert r.details["stopped"] == "max_steps" and steps == 2
+        assert r.num_llm_calls == 3  # two steps and the final answer call
+    assert r.num_retrieval_calls == len(r.details["searches"])
