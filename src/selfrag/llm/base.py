@@ -157,7 +157,38 @@ def approx_token_count(text: str) -> int:
     return max(1, (len(text) + 3) // 4) if text else 0
 
 
-class BaseBackend:
+class RequestGenerator:
+    """``generate(prompt, ...)`` for anything that implements ``generate_request(request)``.
+
+    Backends and backend wrappers (cache, delay) share this entry point, so
+    arguments are normalised and checked in one place.
+    """
+
+    async def generate_request(self, request: LLMRequest) -> Generation:
+        raise NotImplementedError
+
+    async def generate(
+        self,
+        prompt: Prompt,
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: Sequence[str] | str | None = None,
+        top_logprobs: int = 0,
+        response_format: str | Mapping[str, Any] | None = None,
+    ) -> Generation:
+        request = build_request(
+            prompt,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop=stop,
+            top_logprobs=top_logprobs,
+            response_format=response_format,
+        )
+        return await self.generate_request(request)
+
+
+class BaseBackend(RequestGenerator):
     """Shared behaviour; subclasses implement :meth:`_generate`."""
 
     provider: str = "base"
@@ -184,26 +215,6 @@ class BaseBackend:
     def spec(self) -> str:
         """The spec string that recreates this backend."""
         return f"{self.provider}:{self.model}"
-
-    async def generate(
-        self,
-        prompt: Prompt,
-        *,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        stop: Sequence[str] | str | None = None,
-        top_logprobs: int = 0,
-        response_format: str | Mapping[str, Any] | None = None,
-    ) -> Generation:
-        request = build_request(
-            prompt,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            stop=stop,
-            top_logprobs=top_logprobs,
-            response_format=response_format,
-        )
-        return await self.generate_request(request)
 
     async def generate_request(self, request: LLMRequest) -> Generation:
         attempt = 0

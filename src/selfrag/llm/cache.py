@@ -16,12 +16,11 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..types import Generation, TokenLogprobs
-from .base import LLMRequest, Prompt, build_request
+from .base import LLMRequest, RequestGenerator
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS generations (
@@ -95,7 +94,7 @@ class SQLiteCache:
             self._conn.close()
 
 
-class CachedBackend:
+class CachedBackend(RequestGenerator):
     """Wraps a backend with a :class:`SQLiteCache`; same protocol as the backend."""
 
     def __init__(self, inner: Any, cache: SQLiteCache | str | Path) -> None:
@@ -118,26 +117,6 @@ class CachedBackend:
     @property
     def misses(self) -> int:
         return self.cache.misses
-
-    async def generate(
-        self,
-        prompt: Prompt,
-        *,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        stop: Sequence[str] | str | None = None,
-        top_logprobs: int = 0,
-        response_format: str | Mapping[str, Any] | None = None,
-    ) -> Generation:
-        request = build_request(
-            prompt,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            stop=stop,
-            top_logprobs=top_logprobs,
-            response_format=response_format,
-        )
-        return await self.generate_request(request)
 
     async def generate_request(self, request: LLMRequest) -> Generation:
         spec = self.inner.spec

@@ -14,15 +14,14 @@ import asyncio
 import dataclasses
 import math
 import time
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
 from ..types import Generation
-from .base import LLMRequest, Prompt, build_request
+from .base import LLMRequest, RequestGenerator
 
 
-class DelayedBackend:
+class DelayedBackend(RequestGenerator):
     """Wraps a backend; every call waits ``delay`` seconds before the inner call."""
 
     def __init__(self, inner: Any, delay: float) -> None:
@@ -45,26 +44,6 @@ class DelayedBackend:
     def reset_counts(self) -> None:
         self.calls = 0
         self.max_in_flight = 0
-
-    async def generate(
-        self,
-        prompt: Prompt,
-        *,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        stop: Sequence[str] | str | None = None,
-        top_logprobs: int = 0,
-        response_format: str | Mapping[str, Any] | None = None,
-    ) -> Generation:
-        request = build_request(
-            prompt,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            stop=stop,
-            top_logprobs=top_logprobs,
-            response_format=response_format,
-        )
-        return await self.generate_request(request)
 
     async def generate_request(self, request: LLMRequest) -> Generation:
         start = time.perf_counter()
