@@ -22,9 +22,9 @@ its CPU time) and :func:`environment` (date, platform, CPUs, Python, commit).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -32,10 +32,11 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from _env import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL = "fake-model"
@@ -336,29 +337,6 @@ def shown_command(run: CLIRun) -> str:
 # -- the machine -----------------------------------------------------------------------
 
 
-def git_commit() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    if head.returncode != 0:
-        return "unknown"
-    return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
-
-
 def load_average() -> list[float] | None:
     try:
         return [round(x, 2) for x in os.getloadavg()]
@@ -368,19 +346,7 @@ def load_average() -> list[float] | None:
 
 def environment() -> dict[str, Any]:
     """Date (UTC), platform, CPU count, Python version, commit and load average."""
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "usable_cpus": usable,
-        "python": platform.python_version(),
-        "commit": git_commit(),
-        "load_average": load_average(),
-    }
+    return {**machine(), "load_average": load_average()}
 
 
 def environment_line(env: dict[str, Any]) -> str:
@@ -401,3 +367,11 @@ if __name__ == "__main__":  # a manual smoke test: serve until Ctrl-C
                 time.sleep(1)
         except KeyboardInterrupt:
             print(srv.stats())
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, results: Path) -> None:
+    """``--out`` and ``--delay``, the options every fake-server benchmark takes."""
+    parser.add_argument("--out", type=Path, default=results, help="report folder (default: benchmarks/results)")
+    parser.add_argument(
+        "--delay", type=float, default=0.1, help="seconds the fake server takes per call (default 0.1)"
+    )

@@ -39,6 +39,7 @@ from _fake_openai import (  # noqa: E402
     ROOT,
     CLIRun,
     FakeOpenAIServer,
+    add_common_arguments,
     environment,
     environment_line,
     run_selfrag,
@@ -213,18 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Check that a repeated selfrag run is answered from the cache."
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=HERE / "results",
-        help="report folder (default: benchmarks/results)",
-    )
-    parser.add_argument(
-        "--delay",
-        type=float,
-        default=0.1,
-        help="seconds the fake server takes per call (default 0.1)",
-    )
+    add_common_arguments(parser, HERE / "results")
     parser.add_argument("--concurrency", type=int, default=4, help="run.concurrency (default 4)")
     args = parser.parse_args(argv)
     if args.delay < 0 or args.concurrency < 1:

@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from _env import machine
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -168,15 +167,6 @@ def check(rows: list[dict]) -> list[str]:
     return problems
 
 
-def _commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True)
-        return (out.stdout.strip() or "unknown") + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
-    except OSError:
-        return "unknown"
-
-
 EXPLAIN = """\
 ## Why each method takes what it takes
 
@@ -195,8 +185,7 @@ def report(rows: list[dict], args: argparse.Namespace, problems: list[str]) -> s
     lines = [
         "# Critical path: LLM round trips per question",
         "",
-        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.platform()}, "
-        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, commit {_commit()}.",
+        "Measured {date} on {platform}, {cpu_count} CPUs, Python {python}, commit {commit}.".format(**machine()),
         f"Every call goes through `DelayedBackend` (+{args.delay * 1000:.0f} ms per call) around a scripted "
         f"model that makes every method take its full retrieval path; BM25 over 5 passages; "
         f"{args.questions} questions per row, the median wall time reported. "

@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from _env import machine
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -96,15 +95,6 @@ DATASETS = {
     "pubmedqa": Dataset("pubmedqa", DATA / "pubmedqa" / "ori_pqal.json", "accuracy", SHORT),
     "mmlu_evidence": Dataset("mmlu_evidence", DATA / "medical" / "evidence", "accuracy", SHORT),
 }
-
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "src"], cwd=ROOT, capture_output=True, text=True)
-        return (out.stdout.strip() or "unknown") + (" with uncommitted changes in src/" if dirty.stdout.strip() else "")
-    except OSError:
-        return "unknown"
 
 
 def _row(dataset: Dataset, variant: Variant, summary: dict, wall_s: float, n: int) -> dict:
@@ -192,12 +182,13 @@ async def measure(args) -> list[dict]:
 
 
 def environment(args) -> dict:
+    env = machine()
     return {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "commit": _commit(),
+        "date": env["date"],
+        "platform": env["platform"],
+        "cpus": env["cpu_count"],
+        "python": env["python"],
+        "commit": env["commit"],
         "llm": args.llm or "llamacpp (embedded SmolLM2-135M-Instruct Q4_1)",
     }
 

@@ -28,15 +28,15 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from importlib import metadata
 from itertools import chain
 from pathlib import Path
 from typing import Any
+
+from _env import machine
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -80,30 +80,10 @@ def version_of(dist: str) -> str:
         return "not installed"
 
 
-def git_commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    if head.returncode != 0:
-        return "unknown"
-    return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
-
-
 def environment() -> dict[str, Any]:
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
     return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "platform": platform.platform(),
+        **machine(),
         "cpu": cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "usable_cpus": usable,
-        "python": platform.python_version(),
-        "commit": git_commit(),
         "versions": {d: version_of(d) for d in ("numpy", "rank-bm25", "bm25s", "PyStemmer", "torch", "sentence-transformers", "faiss-cpu")},
     }
 

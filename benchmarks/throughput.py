@@ -49,6 +49,7 @@ from _fake_openai import (  # noqa: E402
     ROOT,
     CLIRun,
     FakeOpenAIServer,
+    add_common_arguments,
     environment,
     environment_line,
     run_selfrag,
@@ -438,18 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Questions/s of selfrag run against a fake API, by concurrency."
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=HERE / "results",
-        help="report folder (default: benchmarks/results)",
-    )
-    parser.add_argument(
-        "--delay",
-        type=float,
-        default=0.1,
-        help="seconds the fake server takes per call (default 0.1)",
-    )
+    add_common_arguments(parser, HERE / "results")
     parser.add_argument(
         "--concurrency",
         type=int,
