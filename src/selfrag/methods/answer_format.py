@@ -8,6 +8,7 @@ phrase" when the question wants "yes" or "B".
 
 from __future__ import annotations
 
+from ..prompts import load_prompt, render
 from ..types import Question
 
 SHORT_ANSWER_FORMAT = "Reply with only the short answer: a name, number, date or phrase, never a full sentence."
@@ -61,6 +62,4 @@ def finish_answer(question: Question) -> str:
 
 def answer_system(question: Question) -> str:
     """The system message of the answer-writing calls, with the question's answer format."""
-    from ..prompts import load_prompt, render
-
     return render(load_prompt("answer_system"), answer_format=answer_format(question))
