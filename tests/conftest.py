@@ -10,6 +10,9 @@ import pytest
 
 from selfrag.types import Document, RetrievalResult
 
+# Model tests prove in a child process that llama.cpp decodes here before they run.
+pytest_plugins = ["pytester", "tests.helpers.model_guard"]
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = (REPO / ".." / "shared" / "data").resolve()
 
