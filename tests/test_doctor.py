@@ -18,11 +18,10 @@ from selfrag.doctor.smoke import SmokeResult, compiled_features, run_smoke
 REPO = Path(__file__).resolve().parents[1]
 # The flags of the Xeon in issue 13 (AMX advertised, AVX-512 present).
 XEON_AMX = frozenset(
-    "fpu sse sse2 ssse3 sse4_1 sse4_2 avx avx2 fma f16c bmi2 avx512f avx512dq avx512cd avx512bw "
-    "avx512vl avx512_vbmi avx512_vnni avx512_bf16 avx_vnni amx_tile amx_int8 amx_bf16".split()
+    ["fpu", "sse", "sse2", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl", "avx512_vbmi", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16"]
 )
 # An AVX2 machine without AVX-512 (like this project's own CI machines).
-AVX2_ONLY = frozenset("fpu sse sse2 ssse3 sse4_1 sse4_2 avx avx2 fma f16c bmi2".split())
+AVX2_ONLY = frozenset(["fpu", "sse", "sse2", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "bmi2"])
 
 
 # -- build flags from the CPU ------------------------------------------------------------
