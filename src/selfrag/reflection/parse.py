@@ -111,46 +111,59 @@ class Critique:
         ]
 
 
-def split_tagged(text: str) -> tuple[str, dict[str, str]]:
-    """Split an output into its answer and its ``[IsRel]``/``[IsSup]``/``[IsUse]`` values.
+def split_tagged(text: str) -> tuple[str, dict[str, list[str]]]:
+    """Split an output into its answer and every value of each ``[IsRel]``/``[IsSup]``/``[IsUse]`` tag.
 
-    Tags are matched case-insensitively anywhere in a line; the text after a
-    tag (up to the next tag) is its value, and the text before the first tag
-    belongs to the answer. When a tag repeats, the last one wins. The answer is
-    every non-tag line (a leading "Answer:" removed); if there is none, it is
-    the whole output. Returns ``(answer, {"rel"|"sup"|"use": value})``.
+    Tags are matched case-insensitively anywhere in the text; a tag's value is
+    the text after it up to the next tag or the end of the line. The answer is
+    the text *before the first tag* (the prompts ask for the answer first,
+    then the verdicts), with a leading "Answer:" and leftover markup removed;
+    it is empty when the output starts with a tag. Whatever follows the first
+    tag is never part of the answer, so a verdict block followed by quoted
+    passage text does not become the answer. Returns ``(answer, {"rel"|"sup"|
+    "use": [values in order]})``.
     """
-    text = _text(text)
-    values: dict[str, str] = {}
-    kept: list[str] = []
-    for line in text.strip().split("\n"):
-        stripped = line.strip()
-        tags = list(_TAG.finditer(stripped))
-        if not tags:
-            kept.append(stripped)
-            continue
-        before = stripped[: tags[0].start()].strip()
-        if re.search(r"\w", before):
-            kept.append(before)
-        for tag, following in zip(tags, [*tags[1:], None], strict=True):
-            end = following.start() if following is not None else len(stripped)
-            values[tag.group(1).lower()] = stripped[tag.end() : end].strip()
-    answer = _ANSWER_PREFIX.sub("", "\n".join(kept).strip()).strip()
-    return answer or text.strip(), values
+    text = _text(text).strip()
+    values: dict[str, list[str]] = {}
+    tags = list(_TAG.finditer(text))
+    for i, tag in enumerate(tags):
+        end = tags[i + 1].start() if i + 1 < len(tags) else len(text)
+        value = text[tag.end() : end].split("\n", 1)[0]
+        values.setdefault(tag.group(1).lower(), []).append(value.strip())
+    head = text[: tags[0].start()] if tags else text
+    lines = [ln.strip() for ln in head.split("\n") if re.search(r"\w", ln)]
+    answer = _ANSWER_PREFIX.sub("", "\n".join(lines)).strip().rstrip(_MARKUP).strip()
+    return answer, values
 
 
 _ANSWER_PREFIX = re.compile(r"^\s*answer\s*:", re.IGNORECASE)
+_MARKUP = " *-_#>|"
+# Verdict values from least to most favourable: when a reply gives a verdict more than
+# once and the values disagree, the least favourable counts (see parse_combined_critique).
+RELEVANCE_ORDER = (IRRELEVANT, RELEVANT)
+SUPPORT_ORDER = (NO_SUPPORT, PARTIALLY, FULLY)
+
+
+def least_favourable(labels: list[str], order: tuple[str, ...]) -> str | None:
+    """The label of ``labels`` that comes first in ``order`` (None for no labels)."""
+    return min(labels, key=order.index) if labels else None
 
 
 def parse_combined_critique(text: str) -> Critique:
     """An answer followed by ``[IsRel] ...`` and ``[IsSup] ...`` lines (see :func:`split_tagged`).
 
-    Missing tags default to relevant and partially supported; an ``[IsUse]``
-    line, if any, is not part of the answer.
+    Which occurrence wins: every verdict the reply contains counts, and when
+    they disagree the *least favourable* one wins (irrelevant over relevant,
+    no support over partial over full). A reply that quotes a passage can
+    therefore repeat tags planted in that passage, but they can only lower the
+    candidate's score, never raise it: neither "first wins" nor "last wins"
+    has that property, since a quote may come before or after the model's own
+    verdict. Missing tags default to relevant and partially supported; an
+    ``[IsUse]`` line, if any, is not part of the answer.
     """
     generation, values = split_tagged(text)
-    relevance = relevance_label(values["rel"]) if "rel" in values else None
-    support = support_label(values["sup"]) if "sup" in values else None
+    relevance = least_favourable([relevance_label(v) for v in values.get("rel", [])], RELEVANCE_ORDER)
+    support = least_favourable([support_label(v) for v in values.get("sup", [])], SUPPORT_ORDER)
     return Critique(
         generation=generation,
         relevance=relevance or DEFAULT_RELEVANCE,
@@ -181,30 +194,47 @@ def parse_fused_critique(text: str) -> FusedCritique:
 
     JSON: ``{"answer": ..., "relevance": ..., "support": ..., "utility": 1-5}``
     (support may use either vocabulary, "fully_supported" or "fully supported").
-    Otherwise the text is read like the combined mode plus an ``[IsUse] N``
-    line. Defaults are the combined mode's: relevant, partially supported, 3.
+    The answer comes from the first object that has one (none: no answer); each verdict is the
+    least favourable over every object in the reply that gives it (the rule of
+    :func:`parse_combined_critique`, for the same reason: a quoted object can
+    lower a verdict, never raise it). Otherwise the text is read like the
+    combined mode plus ``[IsUse] N`` lines (lowest rating wins). Defaults are
+    the combined mode's: relevant, partially supported, 3.
     """
-    obj = first_json_object(text)
-    answer_key = next((k for k in _ANSWER_KEYS if _field(obj, k)[0]), None)
-    if obj is not None and answer_key is not None:
-        answer = _field(obj, answer_key)[1]
-        found_rel, rel = _field(obj, "relevance")
-        found_sup, sup = _field(obj, "support")
-        rel_ok = found_rel and isinstance(rel, str) and bool(rel.strip())
-        sup_ok = found_sup and isinstance(sup, str) and bool(sup.strip())
-        utility = json_utility(obj)
+    objects = json_objects(text)
+    if objects:
+        # A reply of JSON objects none of which has an answer has no answer (not its JSON text).
+        answers = [_field(o, k)[1] for o in objects for k in _ANSWER_KEYS if _field(o, k)[0]]
+        answer = answers[0] if answers else ""
+        rels = [relevance_label(v) for v in _string_fields(objects, "relevance")]
+        sups = [support_label(v.replace("_", " ")) for v in _string_fields(objects, "support")]
+        relevance = least_favourable(rels, RELEVANCE_ORDER)
+        support = least_favourable(sups, SUPPORT_ORDER)
+        ratings = [json_utility(o) for o in objects]
+        found = [r.value for r in ratings if not r.default]
+        utility = Parsed(min(found), False) if found else Parsed(DEFAULT_UTILITY, True)
         critique = Critique(
             generation=_text(answer if answer is not None else "").strip(),
-            relevance=relevance_label(rel) if rel_ok else DEFAULT_RELEVANCE,
-            support=support_label(sup.replace("_", " ")) if sup_ok else DEFAULT_SUPPORT,
-            relevance_default=not rel_ok,
-            support_default=not sup_ok,
+            relevance=relevance or DEFAULT_RELEVANCE,
+            support=support or DEFAULT_SUPPORT,
+            relevance_default=relevance is None,
+            support_default=support is None,
         )
         return FusedCritique(critique, utility, "json")
     critique = parse_combined_critique(text)
     _, values = split_tagged(text)
-    utility = parse_utility(values["use"]) if "use" in values else Parsed(DEFAULT_UTILITY, True)
+    found = [p.value for p in (parse_utility(v) for v in values.get("use", [])) if not p.default]
+    utility = Parsed(min(found), False) if found else Parsed(DEFAULT_UTILITY, True)
     return FusedCritique(critique, utility, "tags")
+
+
+def _string_fields(objects: list[dict[str, Any]], key: str) -> list[str]:
+    out = []
+    for obj in objects:
+        found, value = _field(obj, key)
+        if found and isinstance(value, str) and value.strip():
+            out.append(value)
+    return out
 
 
 def parse_utility(text: str) -> Parsed:
@@ -229,11 +259,12 @@ def _relaxed(text: str) -> str:
     )
 
 
-def first_json_object(text: str) -> dict[str, Any] | None:
-    """The first ``{...}`` in ``text`` that decodes to a JSON object, else None.
+def json_objects(text: str, limit: int = 8) -> list[dict[str, Any]]:
+    """The top-level ``{...}`` objects in ``text`` that decode to JSON objects, in order.
 
-    Code fences and surrounding prose are skipped. If nothing decodes, the
-    text is retried with single quotes and Python literals turned into JSON.
+    Code fences and surrounding prose are skipped; an object nested in another
+    is part of it, not a separate one. If nothing decodes, the text is retried
+    with single quotes and Python literals turned into JSON.
     """
     text = _text(text)
     decoder = json.JSONDecoder()
@@ -242,18 +273,28 @@ def first_json_object(text: str) -> dict[str, Any] | None:
     if relaxed != text:
         candidates.append(relaxed)
     for attempt in candidates:
+        found: list[dict[str, Any]] = []
         start = attempt.find("{")
         tries = 0
-        while start != -1 and tries < _MAX_JSON_STARTS:
-            try:
-                obj, _ = decoder.raw_decode(attempt, start)
-            except (ValueError, RecursionError):
-                obj = None
-            if isinstance(obj, dict):
-                return obj
-            start = attempt.find("{", start + 1)
+        while start != -1 and tries < _MAX_JSON_STARTS and len(found) < limit:
             tries += 1
-    return None
+            try:
+                obj, end = decoder.raw_decode(attempt, start)
+            except (ValueError, RecursionError):
+                start = attempt.find("{", start + 1)
+                continue
+            if isinstance(obj, dict):
+                found.append(obj)
+            start = attempt.find("{", end)
+        if found:
+            return found
+    return []
+
+
+def first_json_object(text: str) -> dict[str, Any] | None:
+    """The first object :func:`json_objects` finds, else None."""
+    objects = json_objects(text, limit=1)
+    return objects[0] if objects else None
 
 
 def _field(obj: Mapping[str, Any] | None, key: str) -> tuple[bool, Any]:
@@ -332,3 +373,22 @@ def json_utility(obj: Mapping[str, Any] | None) -> Parsed:
     if number is None or not math.isfinite(number):
         return Parsed(JSON_DEFAULTS["utility"], True)
     return Parsed(max(1, min(5, int(number))), False)
+
+
+_JSON_VERDICTS = {
+    # field: (parser of one object, rank: lower is less favourable)
+    "needs_retrieval": (json_needs_retrieval, lambda p: 0),
+    "relevance": (json_relevance, lambda p: RELEVANCE_ORDER.index(p.value)),
+    "support": (json_support, lambda p: -JSON_SUPPORT_LABELS.index(p.value)),
+    "utility": (json_utility, lambda p: p.value),
+}
+
+
+def json_verdict(objects: list[dict[str, Any]], field: str) -> Parsed:
+    """One verdict over every JSON object of a reply: the least favourable one that parses.
+
+    (For ``needs_retrieval``, the first one: the question, not a passage, is in that prompt.)
+    """
+    parser, rank = _JSON_VERDICTS[field]
+    parsed = [p for p in (parser(o) for o in objects) if not p.default]
+    return min(parsed, key=rank) if parsed else parser(None)

@@ -15,6 +15,7 @@ probabilities came from.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -115,20 +116,43 @@ LABEL_GROUPS: dict[str, TokenGroup] = {
 ALL_REFLECTION_TOKENS = frozenset(tok for group in REFLECTION_GROUPS.values() for tok in group.surface)
 
 
+# Bracketed markers of selfrag's own protocols: the reflection tokens and the
+# [IsRel] / [IsSup] / [IsUse] critique tags, however spaced or cased.
+_MARKER = re.compile(
+    r"\[(\s*(?:is\s*_?\s*(?:rel|sup|use)|retrieval|no\s+retrieval|continue\s+to\s+use\s+evidence|"
+    r"relevant|irrelevant|fully\s+supported|partially\s+supported|no\s+support[^\]]{0,20}|"
+    r"utility\s*:\s*\d)\s*)\]",
+    re.IGNORECASE,
+)
+_INSTRUCTION_MARK = re.compile(r"^(\s*)###(?=\s*(?:instruction|response)\s*:)", re.IGNORECASE | re.MULTILINE)
+
+
+def neutralize(text: str) -> str:
+    """Untrusted text (a passage, a question) with selfrag's own markers defanged.
+
+    ``[Relevant]`` becomes ``(Relevant)``, ``[IsSup]`` becomes ``(IsSup)``, and a
+    line starting ``### Response:`` loses its hashes, so text planted in a
+    passage can neither become a reflection token of a fine-tuned model nor be
+    read back as a critique tag when the model quotes it. Ordinary text is unchanged.
+    """
+    text = _MARKER.sub(lambda m: f"({m.group(1)})", text)
+    return _INSTRUCTION_MARK.sub(r"\1", text)
+
+
 def instruction_prompt(instruction: str) -> str:
-    """``### Instruction:\\n{instruction}\\n\\n### Response:\\n``."""
-    return INSTRUCTION_FORMAT.format(instruction=instruction)
+    """``### Instruction:\\n{instruction}\\n\\n### Response:\\n`` (the instruction neutralized)."""
+    return INSTRUCTION_FORMAT.format(instruction=neutralize(instruction))
 
 
 def paragraph(doc: Document) -> str:
     """A passage as the fine-tuned models saw them: ``<paragraph>{title}\\n{text}</paragraph>``.
 
-    A closing tag inside the passage is neutralised so the passage cannot end
-    its own block early.
+    Paragraph tags and reflection markers inside the passage are neutralised,
+    so the passage can neither end its own block early nor plant a reflection token.
     """
     body = f"{doc.title}\n{doc.text}" if doc.title else doc.text
     body = body.replace(PARAGRAPH_CLOSE, "</ paragraph>").replace(PARAGRAPH_OPEN, "< paragraph>")
-    return f"{PARAGRAPH_OPEN}{body}{PARAGRAPH_CLOSE}"
+    return f"{PARAGRAPH_OPEN}{neutralize(body)}{PARAGRAPH_CLOSE}"
 
 
 def strip_reflection_tokens(text: str) -> str:
