@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,49 @@ def test_run_id_clash_and_resume_with_a_different_config(workspace, capsys):
     assert code == 0, err
     lines = (workspace / "results" / "x" / "predictions.jsonl").read_text().splitlines()
     assert sorted(json.loads(line)["id"] for line in lines) == ["q1", "q2", "q3", "q4"]
+
+
+@pytest.fixture
+def unwritable_dir(tmp_path):
+    """A folder nobody may create anything in (for root, whom permissions do not stop: sysfs)."""
+    if os.geteuid() != 0:
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o500)
+        yield locked
+        locked.chmod(0o700)
+    elif Path("/sys/kernel").is_dir():
+        yield Path("/sys")
+    else:  # pragma: no cover - root without sysfs
+        pytest.skip("no folder that root cannot write to")
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file", "unwritable"])
+def test_an_output_that_cannot_hold_runs_is_one_line(workspace, capsys, unwritable_dir, where):
+    Path("taken").write_text("not a folder\n")
+    output = {"a file": "taken", "under a file": "taken/runs", "unwritable": str(unwritable_dir / "runs")}[where]
+    code, out, err = run_cli(capsys, "run", "exp.yaml", "--output", output, "--no-progress")
+    assert code == 2, err
+    assert err.startswith("selfrag: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err and output.split("/")[0] in err
+    expected = {"a file": "taken is a file", "under a file": "taken is a file", "unwritable": "cannot create"}[where]
+    assert expected in err and "--output" in err
+
+
+@pytest.mark.parametrize("how", ["read-only folder", "predictions.jsonl is a folder"])
+def test_resuming_a_run_directory_that_cannot_be_written_is_one_line(workspace, capsys, how):
+    if how == "read-only folder" and os.geteuid() == 0:
+        pytest.skip("permissions do not stop root; the other case covers it")
+    assert run_cli(capsys, "run", "exp.yaml", "--limit", "1", "--run-id", "ro", "--no-progress")[0] == 0
+    run_dir = workspace / "results" / "ro"
+    if how == "read-only folder":
+        run_dir.chmod(0o500)
+    else:
+        (run_dir / "predictions.jsonl").unlink()
+        (run_dir / "predictions.jsonl").mkdir()
+    try:
+        code, _, err = run_cli(capsys, "run", "--resume", str(run_dir), "--no-progress")
+    finally:
+        run_dir.chmod(0o700)
+    assert code == 2 and err.startswith("selfrag: error: ") and err.count("\n") == 1, err
+    assert str(run_dir) in err and "Traceback" not in err

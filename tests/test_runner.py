@@ -80,7 +80,8 @@ async def test_run_writes_config_predictions_and_summary(tmp_path):
     result = await run_experiment_async(cfg, progress=False)
     run_dir = result.run_dir
     assert run_dir.parent == tmp_path / "results" and run_dir.name.endswith("_test")
-    assert sorted(p.name for p in run_dir.iterdir()) == ["config.yaml", "predictions.jsonl", "summary.json"]
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "config.yaml", "ledger.jsonl", "predictions.jsonl", "run.lock", "summary.json"]
 
     written = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert written["data"]["path"] == str(data) and written["architecture"]["name"] == "vanilla_rag"
@@ -141,7 +142,9 @@ async def test_a_failing_question_is_an_error_line_and_the_run_goes_on(tmp_path)
     s = result.summary
     assert (s["n_answered"], s["n_errors"], s["errors_by_type"]) == (3, 1, {"BackendError": 1})
     assert s["metrics"]["em"] == 1.0  # means are over answered questions
-    assert s["complete"] is True
+    # One question in four is above the default run.max_error_rate (10%): the run failed.
+    assert (s["status"], s["complete"]) == ("failed", False)
+    assert s["failure"].startswith("1 of 4 questions failed (25% > run.max_error_rate 10%); first: q2: BackendError")
 
 
 async def test_a_backend_that_rejects_the_key_stops_the_run(tmp_path):

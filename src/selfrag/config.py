@@ -104,6 +104,9 @@ class CacheSection(StrictModel):
 class RunSection(StrictModel):
     concurrency: int = Field(4, ge=1, le=256)
     seed: int = 0
+    # The largest share of failed questions a finished run may have and still succeed;
+    # a run in which every question failed always fails.
+    max_error_rate: float = Field(0.1, ge=0.0, le=1.0)
 
 
 class ExperimentConfig(StrictModel):

@@ -1,31 +1,57 @@
 """Reading run directories back and showing them: summary, breakdowns, comparisons, a plot.
 
 Aggregates are recomputed from ``predictions.jsonl`` (the source of truth, so
-an interrupted run reads correctly too); run facts (method, model, sessions,
-cache) come from ``summary.json``.
+an interrupted run reads correctly too; each question counts once) and
+sessions, wall time, cache counts and spending from ``ledger.jsonl``; run
+facts (method, model) come from ``summary.json``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import require
-from .results import PREDICTIONS_FILE, SUMMARY_FILE, check_run_dir, read_json, read_predictions
-from .summary import summarize
+from .ledger import LEDGER_FILE, account, read_ledger
+from .results import (
+    PREDICTIONS_FILE,
+    SUMMARY_FILE,
+    check_run_dir,
+    read_json,
+    read_predictions,
+    unique_records,
+)
+from .summary import run_status, summarize
 
 BREAKDOWNS = (("by_type", "question type"), ("by_level", "level"), ("by_subject", "subject"),
               ("by_retrieval", "retrieval decision"))
 
 
-def load_run(run_dir: str | Path) -> dict[str, Any]:
-    """The run's summary, with aggregates recomputed from its predictions."""
+def load_run(run_dir: str | Path, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The run's summary, recomputed from its predictions and its ledger.
+
+    A predictions file that repeats question ids (two processes once wrote to
+    the run) is read with one record per id, the first answer (as ``--resume``
+    keeps); ``warn`` gets one line saying so.
+    """
     path = check_run_dir(Path(run_dir))
     summary = read_json(path / SUMMARY_FILE) if (path / SUMMARY_FILE).is_file() else {"run_id": path.name}
-    records = read_predictions(path / PREDICTIONS_FILE)
-    fresh = summarize(records, summary.get("n_questions") or len(records))
-    summary.update(fresh)
+    lines = read_predictions(path / PREDICTIONS_FILE)
+    records, repeated = unique_records(lines)
+    if repeated and warn is not None:
+        warn(f"{path / PREDICTIONS_FILE} repeats {len(repeated)} question id(s) (e.g. {repeated[0]}); "
+             "counting the first answer of each, as --resume keeps")
+    n_questions = summary.get("n_questions") or len(records)
+    summary.update(summarize(records, n_questions))
+    events = read_ledger(path / LEDGER_FILE)
+    if events:
+        totals = account(events, records)
+        cache = {**(summary.get("cache") or {}), **totals.pop("cache")}
+        summary.update(totals, cache=cache)
+    status, failure = run_status(records, n_questions, float(summary.get("max_error_rate", 1.0)))
+    summary.update(status=status, complete=status == "complete", failure=failure)
+    summary["repeated_records"] = len(lines) - len(records)
     summary["run_dir"] = str(path)
     return summary
 
@@ -81,7 +107,7 @@ def summary_table(s: dict[str, Any]) -> str:
         ("model", s.get("model") or "-"),
         ("dataset", f"{s.get('dataset', '?')} ({s.get('data_path') or 'shipped'})"),
         ("questions", f"{s.get('n_answered', 0)} answered, {s.get('n_errors', 0)} errors, "
-                      f"of {s.get('n_questions', '?')}" + ("" if s.get("complete", True) else " (incomplete)")),
+                      f"of {s.get('n_questions', '?')}" + _status_note(s)),
     ]
     for key, value in (s.get("metrics") or {}).items():
         count = (s.get("metric_counts") or {}).get(key)
@@ -99,10 +125,20 @@ def summary_table(s: dict[str, Any]) -> str:
     if cache:
         rows.append(("cache", f"{cache.get('hits', 0)} hits, {cache.get('misses', 0)} misses"
                               + ("" if cache.get("enabled", True) else " (off)")))
+    spent = s.get("spent")
+    if spent:
+        sessions = len(s.get("sessions") or [])
+        rows.append(("spent", f"{_money(spent.get('cost_usd'))} for {spent.get('llm_calls', 0)} backend calls"
+                              f" over {sessions} session(s)"))
     if s.get("wall_time_s") is not None:
         rows.append(("wall time", _seconds(s["wall_time_s"] * 1000)))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def _status_note(s: dict[str, Any]) -> str:
+    status = s.get("status") or ("complete" if s.get("complete", True) else "incomplete")
+    return "" if status == "complete" else f" ({status})"
 
 
 def _seconds(ms: float | None) -> str:

@@ -1,10 +1,11 @@
 """A run directory on disk: ``config.yaml``, ``predictions.jsonl``, ``summary.json``.
 
+(The run's ``ledger.jsonl`` and ``run.lock`` are in :mod:`.ledger` and :mod:`.run_lock`.)
 ``predictions.jsonl`` gets one line per question, written and flushed as the
 question completes, so a killed run loses at most the line being written. On
 resume :func:`repair_predictions` cuts a torn last line and drops error lines
 (those questions are answered again; their finished LLM calls come from the
-cache).
+cache). Readers take one record per question id (:func:`unique_records`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import logging
 import os
 import re
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,26 +33,58 @@ log = logging.getLogger(__name__)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
+def cannot_write(path: Path, exc: OSError) -> DataError:
+    """The one-line error for a file of a run directory that cannot be written."""
+    reason = exc.strerror or type(exc).__name__
+    return DataError(f"cannot write {path} ({reason}); make it writable, or start a new run with --output DIR")
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Turn an OS error while writing ``path`` into a one-line :class:`DataError`."""
+    try:
+        yield
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
+
+
+def _unusable_output(root: Path, exc: OSError) -> DataError:
+    fix = "give --output (or experiment.output_dir) a folder you can write to"
+    for path in (root, *root.parents):
+        if path.exists() and not path.is_dir():
+            where = "" if path == root else f", so {root} cannot be created"
+            return DataError(f"{path} is a file, not a folder{where}; {fix}")
+    return DataError(f"cannot create a run directory in {root} ({exc.strerror or type(exc).__name__}); {fix}")
+
+
+def _make_dir(path: Path, root: Path) -> bool:
+    """Create ``path`` (and, for the root, its parents); False if ``path`` already exists."""
+    try:
+        path.mkdir(parents=path == root)
+    except FileExistsError as exc:
+        if path == root and not path.is_dir():
+            raise _unusable_output(root, exc) from None
+        return False
+    except OSError as exc:
+        raise _unusable_output(root, exc) from None
+    return True
+
+
 def new_run_dir(root: Path, name: str, run_id: str | None = None) -> Path:
     """Create ``root/<run_id>``; the default id is ``<UTC time>_<experiment name>``."""
-    root.mkdir(parents=True, exist_ok=True)
+    _make_dir(root, root)
     if run_id is not None:
         if not run_id or _UNSAFE.search(run_id) or run_id in (".", ".."):
             raise DataError(f"run id {run_id!r} may hold only letters, digits, '_', '.' and '-'")
         path = root / run_id
-        try:
-            path.mkdir()
-        except FileExistsError:
-            raise DataError(f"{path} already exists; pick another --run-id or --resume it") from None
+        if not _make_dir(path, root):
+            raise DataError(f"{path} already exists; pick another --run-id or --resume it")
         return path
     base = f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}_{_UNSAFE.sub('-', name).strip('-') or 'run'}"
     for n in range(1, 1000):
         path = root / (base if n == 1 else f"{base}-{n}")
-        try:
-            path.mkdir()
+        if _make_dir(path, root):
             return path
-        except FileExistsError:
-            continue
     raise DataError(f"cannot create a run directory under {root}")
 
 
@@ -98,11 +133,13 @@ class PredictionWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fh = path.open("a", encoding="utf-8")
+        with writing(path):
+            self._fh = path.open("a", encoding="utf-8")
 
     def write(self, record: dict[str, Any]) -> None:
-        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._fh.flush()
+        with writing(self.path):
+            self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._fh.flush()
 
     def close(self) -> None:
         self._fh.close()
@@ -137,6 +174,27 @@ def _parse(raw: bytes, path: Path) -> tuple[list[dict[str, Any]], int]:
     return records, dropped
 
 
+def unique_records(records: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """One record per question id, and the ids that were repeated (in the order first seen twice).
+
+    The first answer of a question is kept (an error line only when there is
+    no answer), which is what ``--resume`` keeps too, so a file reads the same
+    before and after a resumption repairs it.
+    """
+    kept: dict[str, dict[str, Any]] = {}
+    repeated: dict[str, None] = {}
+    for rec in records:
+        qid = rec["id"]
+        first = kept.get(qid)
+        if first is None:
+            kept[qid] = rec
+            continue
+        repeated[qid] = None
+        if first.get("error") is not None and rec.get("error") is None:
+            kept[qid] = rec
+    return list(kept.values()), list(repeated)
+
+
 def repair_predictions(path: Path) -> list[dict[str, Any]]:
     """Keep the answered questions of an interrupted run; rewrite the file if needed.
 
@@ -149,28 +207,34 @@ def repair_predictions(path: Path) -> list[dict[str, Any]]:
     records, dropped = _parse(raw, path)
     kept: list[dict[str, Any]] = []
     seen: set[str] = set()
+    repeated = 0
     for rec in records:
         if rec.get("error") is not None or rec["id"] in seen:
             dropped += 1
+            repeated += rec["id"] in seen
             continue
         seen.add(rec["id"])
         kept.append(rec)
+    if repeated:
+        log.warning("%s: dropped %d repeated answer(s), keeping the first answer of each question", path, repeated)
     if dropped or (raw and not raw.endswith(b"\n")):
         tmp = path.with_suffix(".jsonl.tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
+        with writing(path), tmp.open("w", encoding="utf-8") as fh:
             for rec in kept:
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        with writing(path):
+            os.replace(tmp, path)
     return kept
 
 
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically (a reader never sees half a file)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(to_jsonable(data), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    with writing(path):
+        tmp.write_text(json.dumps(to_jsonable(data), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
 
 
 def read_json(path: Path) -> Any:

@@ -2,8 +2,8 @@
 
 ``selfrag run --resume RUN_DIR`` reads ``RUN_DIR/config.yaml``. Given a CONFIG
 as well, that config must resolve to the same settings (the number of
-questions, the concurrency and the output folder may change); otherwise
-answers from two different set-ups would be mixed in one run.
+questions, the concurrency, the error-rate limit and the output folder may
+change); otherwise answers from two different set-ups would be mixed in one run.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..errors import ConfigError
 from .results import CONFIG_FILE, check_run_dir
 
 # Settings a resumption may change.
-MAY_CHANGE = {"run.concurrency", "data.subset_size", "experiment.output_dir"}
+MAY_CHANGE = {"run.concurrency", "run.max_error_rate", "data.subset_size", "experiment.output_dir"}
 REDACTED = "***"
 
 

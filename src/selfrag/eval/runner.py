@@ -5,7 +5,14 @@ is scored after the method answers and written to ``predictions.jsonl`` at
 once; ``summary.json`` is refreshed as the run goes and written at the end.
 A question that fails (a backend error after its retries, a bad record) becomes
 an error line and the run goes on; errors that no question can survive (a
-missing dependency, a rejected API key) stop the run.
+missing dependency, a rejected API key) stop the run. A finished run whose
+share of failed questions is above ``run.max_error_rate`` (or in which every
+question failed) has the status ``failed``.
+
+One process at a time works in a run directory (:mod:`.run_lock`). Every LLM
+call and every session is flushed to ``ledger.jsonl`` as it happens
+(:mod:`.ledger`), and the summary's sessions, wall time, cache hits and misses
+and spending are computed from it, so they stay exact across ``kill -9``.
 
 Resuming (``resume_dir``) keeps the questions already answered, answers the
 rest, and, with the cache on, replays every LLM call that had finished, so no
@@ -16,19 +23,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..assemble import build_backend, build_method, build_retriever
 from ..config import ExperimentConfig, dump_yaml, redact, with_absolute_paths
-from ..errors import BackendError, ConfigError, DataError, MissingDependencyError
+from ..errors import BackendError, ConfigError, DataError, MissingDependencyError, SelfragError
 from ..methods.base import Method
 from ..types import Question
 from .datasets import Dataset, load_dataset
+from .ledger import LEDGER_FILE, Ledger, LedgerBackend, account, current_question
+from .progress import Progress
 from .results import (
     CONFIG_FILE,
     PREDICTIONS_FILE,
@@ -41,9 +50,11 @@ from .results import (
     read_json,
     repair_predictions,
     write_json,
+    writing,
 )
+from .run_lock import RunLock
 from .scoring import accounting, question_metrics
-from .summary import summarize
+from .summary import run_status, summarize
 
 log = logging.getLogger(__name__)
 SUMMARY_EVERY_S = 30.0
@@ -79,107 +90,52 @@ def _check_documents(method: Method, has_shared: bool, questions: Sequence[Quest
         )
 
 
-class Progress:
-    """A tqdm bar on stderr: done/total, running EM/F1, spent cost, errors."""
-
-    def __init__(self, total: int, done: Sequence[dict[str, Any]], label: str, enabled: bool) -> None:
-        from tqdm import tqdm
-
-        self.bar = tqdm(
-            total=total, initial=len(done), desc=label, unit="q", file=sys.stderr,
-            disable=not enabled, dynamic_ncols=True, leave=True,
-        )
-        self.em = self.f1 = self.cost = 0.0
-        self.scored = self.errors = 0
-        for rec in done:
-            self._add(rec)
-        self._show()
-
-    def _add(self, rec: dict[str, Any]) -> None:
-        if rec.get("error") is not None:
-            self.errors += 1
-            return
-        metrics = rec.get("metrics") or {}
-        self.scored += 1
-        self.em += metrics.get("em", 0.0)
-        self.f1 += metrics.get("f1", 0.0)
-        self.cost += (rec.get("accounting") or {}).get("cost_usd", 0.0) or 0.0
-
-    def _show(self) -> None:
-        n = self.scored or 1
-        text = f"EM {self.em / n:.3f} F1 {self.f1 / n:.3f} ${self.cost:.4f}"
-        if self.errors:
-            text += f" errors {self.errors}"
-        self.bar.set_postfix_str(text, refresh=False)
-
-    def update(self, rec: dict[str, Any]) -> None:
-        self._add(rec)
-        self._show()
-        self.bar.update(1)
-
-    def say(self, message: str) -> None:
-        if self.bar.disable:
-            log.warning(message)
-        else:
-            self.bar.write(f"selfrag: {message}", file=sys.stderr)
-
-    def close(self) -> None:
-        self.bar.close()
-
-
 class Experiment:
     """One invocation of a run (a fresh run or a resumption) and its bookkeeping."""
 
-    def __init__(self, cfg: ExperimentConfig, dataset: Dataset, run_dir: Path, llm: Any, method: Method) -> None:
+    def __init__(self, cfg: ExperimentConfig, dataset: Dataset, run_dir: Path, llm: Any, method: Method,
+                 ledger: Ledger) -> None:
         self.cfg = cfg
         self.dataset = dataset
         self.run_dir = run_dir
         self.llm = llm
         self.method = method
+        self.ledger = ledger
         self.top_k = method_top_k(cfg)
         self.records: list[dict[str, Any]] = []
-        self.sessions: list[dict[str, Any]] = []
-        self.session: dict[str, Any] = {}
-        self.started = time.perf_counter()
+        self._order = {q.id: i for i, q in enumerate(dataset.questions)}
         self._last_summary = 0.0
 
     # -- bookkeeping -------------------------------------------------------------
     def begin(self, resumed: list[dict[str, Any]], previous: dict[str, Any] | None) -> None:
         self.records = list(resumed)
-        if previous:
-            for s in previous.get("sessions") or []:
-                s = dict(s)
-                s.setdefault("finished", None)
-                self.sessions.append(s)
-        self.session = {
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "finished": None,
-            "resumed": bool(resumed) or previous is not None,
-            "answered": 0,
-            "errors": 0,
-            "wall_time_s": 0.0,
-            "cache_hits": 0,
-            "cache_misses": 0,
-        }
-        (self.run_dir / CONFIG_FILE).write_text(dump_yaml(self.cfg), encoding="utf-8")
-        self.write_summary()
+        if previous and not self.ledger.events:
+            self.ledger.import_sessions(previous.get("sessions") or [])  # a run from before the ledger
+        self.ledger.begin(resumed=previous is not None)
+        with writing(self.run_dir / CONFIG_FILE):
+            (self.run_dir / CONFIG_FILE).write_text(dump_yaml(self.cfg), encoding="utf-8")
+        self.write_summary("running")
 
     def add(self, record: dict[str, Any]) -> None:
         self.records.append(record)
-        self.session["errors" if record.get("error") is not None else "answered"] += 1
         if time.perf_counter() - self._last_summary > SUMMARY_EVERY_S:
-            self.write_summary()
+            self.write_summary("running")
 
-    def write_summary(self, finished: bool = False) -> dict[str, Any]:
+    def finish(self, stopped: bool = False) -> dict[str, Any]:
+        """Close the session: its ``end`` event, then the summary."""
+        status = "stopped" if stopped else self.status()[0]
+        self.ledger.end(status)
+        return self.write_summary(status)
+
+    def status(self) -> tuple[str, str | None]:
+        ordered = sorted(self.records, key=lambda r: self._order.get(r["id"], len(self._order)))
+        return run_status(ordered, len(self.dataset), self.cfg.run.max_error_rate)
+
+    def write_summary(self, status: str) -> dict[str, Any]:
         self._last_summary = time.perf_counter()
-        self.session["wall_time_s"] = round(time.perf_counter() - self.started, 3)
-        self.session["cache_hits"] = int(getattr(self.llm, "hits", 0) or 0)
-        self.session["cache_misses"] = int(getattr(self.llm, "misses", 0) or 0)
-        if finished:
-            self.session["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        sessions = [*self.sessions, self.session]
+        failure = self.status()[1] if status == "failed" else None
         cfg = self.cfg
-        answered_ids = {r["id"] for r in self.records}
+        totals = account(self.ledger.events, self.records)
         summary = {
             "run_id": self.run_dir.name,
             "experiment": cfg.experiment.name,
@@ -192,15 +148,15 @@ class Experiment:
             "dataset": cfg.data.dataset,
             "data_path": cfg.data.path,
             "skipped_records": self.dataset.skipped,
-            "complete": all(q.id in answered_ids for q in self.dataset.questions),
+            "status": status,
+            "complete": status == "complete",
+            "failure": failure,
+            "max_error_rate": cfg.run.max_error_rate,
             **summarize(self.records, len(self.dataset)),
-            "wall_time_s": round(sum(float(s.get("wall_time_s") or 0) for s in sessions), 3),
-            "cache": {
-                "enabled": cfg.cache.enabled,
-                "hits": sum(int(s.get("cache_hits") or 0) for s in sessions),
-                "misses": sum(int(s.get("cache_misses") or 0) for s in sessions),
-            },
-            "sessions": sessions,
+            "wall_time_s": totals["wall_time_s"],
+            "cache": {"enabled": cfg.cache.enabled, **totals["cache"]},
+            "spent": totals["spent"],
+            "sessions": totals["sessions"],
         }
         summary = redact(summary)
         write_json(self.run_dir / SUMMARY_FILE, summary)
@@ -209,15 +165,24 @@ class Experiment:
     # -- answering ---------------------------------------------------------------
     async def answer_one(self, question: Question, progress: Progress) -> dict[str, Any]:
         start = time.perf_counter()
+        token = current_question.set(question.id)  # the ledger files this question's calls under its id
         try:
             response = await self.method.answer(question)
         except Exception as exc:  # one question's failure is recorded; the run goes on
             if is_fatal(exc):
                 raise
             progress.say(f"question {question.id} failed: {type(exc).__name__}: {redact(str(exc))}")
-            return error_record(question, exc, (time.perf_counter() - start) * 1000)
-        metrics = question_metrics(question, response, self.top_k)
-        return prediction_record(question, response, metrics, accounting(response))
+            record = error_record(question, exc, (time.perf_counter() - start) * 1000)
+            record["accounting"].update(self.ledger.take_counts(question.id))
+        else:
+            metrics = question_metrics(question, response, self.top_k)
+            counts = self.ledger.take_counts(question.id)
+            acc = {**accounting(response), "cache_hits": counts["cache_hits"], "cache_misses": counts["cache_misses"]}
+            record = prediction_record(question, response, metrics, acc)
+        finally:
+            current_question.reset(token)
+        record["session"] = self.ledger.session
+        return record
 
     async def answer_all(self, pending: list[Question], concurrency: int, progress: Progress) -> None:
         writer = PredictionWriter(self.run_dir / PREDICTIONS_FILE)
@@ -227,6 +192,8 @@ class Experiment:
             for question in queue:  # a shared iterator: each question is taken once
                 record = await self.answer_one(question, progress)
                 writer.write(record)
+                error = record.get("error")
+                self.ledger.question(record["id"], error["type"] if error else None)
                 self.add(record)
                 progress.update(record)
 
@@ -269,30 +236,45 @@ async def run_experiment_async(
 ) -> RunResult:
     """Run (or resume) an experiment; returns the run directory and its summary.
 
-    ``llm`` replaces the configured backend (the caller then closes it).
+    ``llm`` replaces the configured backend (the caller then closes it). The
+    run directory is locked for the whole call; a second process is refused.
     """
     cfg = with_absolute_paths(cfg)
+    with ExitStack() as held:
+        if resume_dir is not None:
+            # Lock before anything is read, repaired or loaded.
+            resume_dir = check_run_dir(Path(resume_dir)).resolve()
+            held.enter_context(RunLock.acquire(resume_dir))
+        return await _run(cfg, held, output_root, run_id, resume_dir, progress, llm)
+
+
+async def _run(cfg: ExperimentConfig, held: ExitStack, output_root: str | Path | None, run_id: str | None,
+               resume_dir: Path | None, progress: bool, llm: Any) -> RunResult:
     dataset = load_dataset(cfg.data)
     if dataset.skipped:
         log.warning("skipped %d malformed record(s), e.g. %s", dataset.skipped, dataset.skipped_examples[0])
     own_llm = llm is None
     llm = build_backend(cfg) if own_llm else llm
+    tracked = LedgerBackend(llm)
     progress_bar: Progress | None = None
     experiment: Experiment | None = None
     try:
         retriever = build_retriever(cfg, dataset.corpus)
-        method = build_method(cfg, llm, retriever)
+        method = build_method(cfg, tracked, retriever)
         _check_documents(method, retriever is not None, dataset.questions)
         if resume_dir is not None:
-            run_dir = check_run_dir(Path(resume_dir)).resolve()
+            run_dir = resume_dir
             done, previous = _resume_state(run_dir, dataset)
             if not cfg.cache.enabled and len(done) < len(dataset.questions):
                 log.warning("the cache is off: calls of questions cut short by the interruption are made again")
         else:
             root = Path(output_root).expanduser() if output_root is not None else Path(cfg.experiment.output_dir)
             run_dir = new_run_dir(root, cfg.experiment.name, run_id)
+            held.enter_context(RunLock.acquire(run_dir))
             done, previous = [], None
-        experiment = Experiment(cfg, dataset, run_dir, llm, method)
+        with writing(run_dir / LEDGER_FILE):
+            tracked.ledger = held.enter_context(Ledger(run_dir / LEDGER_FILE))
+        experiment = Experiment(cfg, dataset, run_dir, llm, method, tracked.ledger)
         experiment.begin(done, previous)
         finished = {r["id"] for r in done}
         pending = [q for q in dataset.questions if q.id not in finished]
@@ -300,11 +282,12 @@ async def run_experiment_async(
         await experiment.answer_all(pending, cfg.run.concurrency, progress_bar)
         progress_bar.close()
         progress_bar = None
-        summary = experiment.write_summary(finished=True)
+        summary = experiment.finish()
         return RunResult(run_dir=run_dir, summary=summary)
     except BaseException:
         if experiment is not None:
-            experiment.write_summary()
+            with suppress(SelfragError):  # e.g. the disk is full: the first error is the one to show
+                experiment.finish(stopped=True)
             log.warning("run stopped; resume it with: selfrag run --resume %s", experiment.run_dir)
         raise
     finally:

@@ -3,6 +3,7 @@
 Metric means are over the questions that were answered (error lines are
 counted, not scored); a metric that applies to only some questions (accuracy,
 retrieval recall) is averaged over those, with its count in ``metric_counts``.
+:func:`run_status` says whether a run is complete, incomplete or failed.
 """
 
 from __future__ import annotations
@@ -107,3 +108,39 @@ def _count(items: Iterable[str]) -> dict[str, int]:
     for item in items:
         out[item] += 1
     return dict(out)
+
+
+def _percent(share: float) -> str:
+    return f"{share * 100:.1f}".rstrip("0").rstrip(".") + "%"
+
+
+def _first_error(records: Sequence[dict[str, Any]]) -> str:
+    rec = next(r for r in records if r.get("error") is not None)
+    err = rec["error"] if isinstance(rec["error"], dict) else {"message": str(rec["error"])}
+    message = " ".join(str(err.get("message", "")).split())
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return f"{rec['id']}: {err.get('type', 'Error')}: {message}"
+
+
+def run_status(records: Sequence[dict[str, Any]], n_questions: int, max_error_rate: float) -> tuple[str, str | None]:
+    """``incomplete``, ``failed`` with the reason, or ``complete``, from one record per question.
+
+    A run fails when every question failed, or when the share of failed
+    questions is above ``max_error_rate`` (``run.max_error_rate``). The reason
+    names the first error in ``records`` order.
+    """
+    if len(records) < n_questions:
+        return "incomplete", None
+    failed = sum(1 for r in records if r.get("error") is not None)
+    if not failed:
+        return "complete", None
+    share = failed / len(records)
+    if failed == len(records):
+        head = f"{failed} of {len(records)} questions failed"
+    elif share > max_error_rate:
+        head = (f"{failed} of {len(records)} questions failed "
+                f"({_percent(share)} > run.max_error_rate {_percent(max_error_rate)})")
+    else:
+        return "complete", None
+    return "failed", f"{head}; first: {_first_error(records)}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 NAME = "analyze"
 HELP = "show a run's results (metrics, cost, latency), optionally by question type, level and retrieval"
@@ -16,10 +17,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+def warn(message: str) -> None:
+    print(f"selfrag: warning: {message}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     from ...eval.report import breakdown_tables, load_run, summary_table
 
-    summary = load_run(args.run_dir)
+    summary = load_run(args.run_dir, warn=warn)
     if args.json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
         return 0

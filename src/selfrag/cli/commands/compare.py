@@ -18,8 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ...eval.report import compare_row, compare_table, load_run, plot_compare
+    from .analyze import warn
 
-    rows = [compare_row(load_run(d)) for d in args.run_dirs]
+    rows = [compare_row(load_run(d, warn=warn)) for d in args.run_dirs]
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
     else:

@@ -71,7 +71,13 @@ def run(args: argparse.Namespace) -> int:
     )
     print(summary_table(result.summary))
     print(f"\nresults: {result.run_dir}")
+    predictions = result.run_dir / "predictions.jsonl"
+    if result.summary.get("status") == "failed":
+        # One line: how many failed, the first error, and how to go on.
+        print(f"selfrag: error: {result.summary['failure']}; see {predictions}, fix the cause and retry the "
+              f"failed questions with: selfrag run --resume {result.run_dir}", file=sys.stderr)
+        return 1
     if result.summary.get("n_errors"):
         print(f"selfrag: {result.summary['n_errors']} question(s) failed; see the error lines in "
-              f"{result.run_dir / 'predictions.jsonl'} (resume to retry them)", file=sys.stderr)
+              f"{predictions} (resume to retry them)", file=sys.stderr)
     return 0
