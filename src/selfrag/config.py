@@ -82,6 +82,10 @@ class DataSection(StrictModel):
     dataset: str = "demo"  # hotpotqa, pubmedqa, mmlu_evidence, jsonl, demo
     path: str | None = None  # a file (or, for mmlu_evidence, a folder of files)
     corpus: str | None = None  # a shared collection for datasets without per-question contexts
+    # A folder of documents (data.corpus, ask --docs): also read hidden entries (.git/, .notes.md)
+    # and symbolic links that point outside the folder; both are skipped by default.
+    include_hidden: bool = False
+    follow_external_links: bool = False
     split: str | None = None  # pubmedqa: test/train; mmlu_evidence: subjects, comma-separated
     subset_size: int | None = Field(None, ge=1)  # None: every question; N: the first N
     skip_invalid: bool = False  # skip (and count) malformed records instead of failing

@@ -105,16 +105,20 @@ def _no_split(name: str, split: str | None) -> None:
         raise DataError(f"dataset {name} has no splits; remove data.split={split!r}")
 
 
-def _corpus(dataset: str, corpus: str | None) -> list[Document] | None:
-    if dataset == "demo":
+def _corpus(data) -> list[Document] | None:
+    if data.dataset == "demo":
         from ..data import demo_corpus
 
         return demo_corpus()
-    if corpus is None:
+    if data.corpus is None:
         return None
     from ..retrieval.store import load_corpus
 
-    return load_corpus(Path(corpus).expanduser())
+    return load_corpus(
+        Path(data.corpus).expanduser(),
+        include_hidden=data.include_hidden,
+        follow_external_links=data.follow_external_links,
+    )
 
 
 def load_dataset(data, *, limit: int | None = None) -> Dataset:
@@ -143,7 +147,7 @@ def load_dataset(data, *, limit: int | None = None) -> Dataset:
     return Dataset(
         name=data.dataset,
         questions=questions,
-        corpus=_corpus(data.dataset, data.corpus),
+        corpus=_corpus(data),
         source=str(path) if path else data.dataset,
         skipped=errors.skipped,
         skipped_examples=errors.examples,

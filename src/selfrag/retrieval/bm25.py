@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import ConfigError, DataError
 from ..types import Document, RetrievalResult
+from .persist import read_index_json
 from .store import read_documents, write_documents
 
 # bm25s's token pattern is r"(?u)\b\w\w+\b"; on a findall scan a greedy \w\w+ only
@@ -41,6 +42,10 @@ _WORDS = re.compile(r"\w\w+").findall
 # File names of bm25s's index layout.
 _DATA, _INDICES, _INDPTR = "data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy"
 _VOCAB, _PARAMS = "vocab.index.json", "params.index.json"
+# bm25.json: parameter -> accepted types.
+_PARAM_TYPES: dict[str, tuple[type, ...]] = {
+    "k1": (int, float), "b": (int, float), "stemmer": (str, type(None)), "stopwords": (str, type(None)),
+}  # fmt: skip
 
 
 class BM25Retriever:
@@ -231,27 +236,53 @@ class BM25Retriever:
 
     @classmethod
     def load(cls, path: str | Path) -> BM25Retriever:
+        """Load an index :meth:`save` wrote; a missing, unparsable or inconsistent file is a one-line DataError."""
         src = Path(path)
         params_file = src / "bm25.json"
         if not params_file.is_file():
             raise DataError(f"{src} is not a saved BM25 index (no bm25.json); rebuild it with 'selfrag index build'")
-        params = json.loads(params_file.read_text(encoding="utf-8"))
-        retriever = cls(**params)
-        idx = src / "bm25"
+
+        def damaged(why: str) -> DataError:
+            return DataError(f"{src} holds a damaged BM25 index ({why}); rebuild it with 'selfrag index build'")
+
+        params = read_index_json(params_file, src)
+        if set(params) - set(_PARAM_TYPES) or not all(isinstance(v, _PARAM_TYPES[k]) for k, v in params.items()):
+            raise damaged("bm25.json holds unknown or mistyped parameters")
         try:
-            vocab = json.loads((idx / _VOCAB).read_text(encoding="utf-8"))
+            retriever = cls(**params)
+        except ConfigError as exc:
+            raise damaged(f"bm25.json: {exc}") from None
+        idx = src / "bm25"
+        vocab = read_index_json(idx / _VOCAB, src)
+        try:
             data = np.load(idx / _DATA, allow_pickle=False)
             indices = np.load(idx / _INDICES, allow_pickle=False)
             indptr = np.load(idx / _INDPTR, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise DataError(f"{src} holds a damaged BM25 index ({exc}); rebuild it with 'selfrag index build'") from None
+        except (OSError, ValueError, EOFError) as exc:
+            raise damaged(" ".join(str(exc).split())) from None
+        docs = read_documents(src / "documents.jsonl")
+        if not all(isinstance(a, np.ndarray) and a.ndim == 1 and a.dtype.kind in "iuf" for a in (data, indices, indptr)):
+            raise damaged("its arrays have the wrong shape or type")
+        if indices.dtype.kind == "f" or indptr.dtype.kind == "f":
+            raise damaged("its posting arrays are not integers")
+        if (
+            len(indptr) < 1
+            or len(data) != len(indices)
+            or indptr[0] != 0
+            or indptr[-1] != len(data)
+            or np.any(np.diff(indptr) < 0)
+            or (len(indices) and (indices.min() < 0 or indices.max() >= len(docs)))
+        ):
+            raise damaged("its posting arrays do not fit together or do not fit its documents")
         n_terms = len(indptr) - 1
+        if not all(isinstance(t, str) and isinstance(i, int) for t, i in vocab.items()):
+            raise damaged(f"{_VOCAB} is not a map of terms to numbers")
         # bm25s adds an empty-string term with no postings column; queries never produce it.
-        retriever._vocab = {t: int(i) for t, i in vocab.items() if 0 <= int(i) < n_terms}
+        retriever._vocab = {t: i for t, i in vocab.items() if 0 <= i < n_terms}
         retriever._data = np.asarray(data, dtype=np.float32)
         retriever._indices = np.asarray(indices, dtype=np.intp)
         retriever._indptr = [int(x) for x in indptr]
-        retriever._docs = read_documents(src / "documents.jsonl")
+        retriever._docs = docs
         return retriever
 
 

@@ -23,6 +23,7 @@ from ..errors import ConfigError, DataError, require
 from ..types import Document, RetrievalResult
 from .embedding_cache import EmbeddingCache, encode_documents, resolve_cache
 from .encoders import DEFAULT_MODEL, Encoder, canonical_model_name, get_encoder
+from .persist import read_index_json
 from .store import read_documents, write_documents
 
 FAISS_THRESHOLD = 20_000
@@ -207,22 +208,38 @@ class DenseRetriever:
         params_file = src / "dense.json"
         if not params_file.is_file():
             raise DataError(f"{src} is not a saved dense index (no dense.json); rebuild it with 'selfrag index build'")
-        params = json.loads(params_file.read_text(encoding="utf-8"))
-        store = vector_store or params.get("vector_store", "auto")
+
+        def damaged(why: str) -> DataError:
+            return DataError(f"{src} holds a damaged dense index ({why}); rebuild it with 'selfrag index build'")
+
+        params = read_index_json(params_file, src)
+        model = params.get("embedding_model")
+        saved_store = params.get("vector_store", "auto")
+        if not isinstance(model, str | None) or saved_store not in VECTOR_STORES:
+            raise damaged("dense.json holds a mistyped embedding_model or vector_store")
+        store = vector_store or saved_store
         retriever = cls(
-            embedding_model=params.get("embedding_model") or DEFAULT_MODEL,
+            embedding_model=model or DEFAULT_MODEL,
             encoder=encoder,
             vector_store=store,
             cache=cache,
         )
         try:
             emb = np.load(src / "embeddings.npy", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise DataError(f"{src}/embeddings.npy is missing or damaged ({exc}); rebuild the index") from None
+        except (OSError, ValueError, EOFError) as exc:
+            raise DataError(f"{src}/embeddings.npy is missing or damaged ({' '.join(str(exc).split())}); rebuild the index") from None
+        if not isinstance(emb, np.ndarray) or emb.ndim != 2 or emb.dtype.kind != "f" or not np.isfinite(emb).all():
+            raise damaged("embeddings.npy is not a matrix of finite numbers")
+        docs = read_documents(src / "documents.jsonl")
         faiss_index = None
         faiss_file = src / "faiss.index"
         if faiss_file.is_file() and store != "exact":
             faiss = require("faiss", "dense", "FAISS vector search")
-            faiss_index = faiss.read_index(str(faiss_file))
-        retriever._set_index(read_documents(src / "documents.jsonl"), emb, faiss_index)
+            try:
+                faiss_index = faiss.read_index(str(faiss_file))
+            except RuntimeError:
+                raise damaged("faiss.index cannot be read") from None
+            if faiss_index.ntotal != len(docs) or faiss_index.d != emb.shape[1]:
+                raise damaged("faiss.index does not fit embeddings.npy and the documents")
+        retriever._set_index(docs, emb, faiss_index)
         return retriever

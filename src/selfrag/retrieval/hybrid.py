@@ -25,6 +25,7 @@ from .bm25 import BM25Retriever
 from .dense import DenseRetriever, top_indices
 from .embedding_cache import EmbeddingCache
 from .encoders import Encoder
+from .persist import read_index_json
 
 FUSIONS = ("rrf", "weighted")
 
@@ -202,14 +203,24 @@ class HybridRetriever:
         params_file = src / "hybrid.json"
         if not params_file.is_file():
             raise DataError(f"{src} is not a saved hybrid index (no hybrid.json); rebuild it with 'selfrag index build'")
-        fusion = json.loads(params_file.read_text(encoding="utf-8"))
+        fusion = read_index_json(params_file, src)
+        saved = {"fusion": "rrf", "rrf_k": 60, "bm25_weight": 0.5, "dense_weight": 0.5}
+        if set(fusion) - set(saved):
+            raise DataError(f"{src} holds a damaged hybrid index (unknown keys in hybrid.json); rebuild it with 'selfrag index build'")
+        saved.update(fusion)
+        try:
+            check_fusion(saved["fusion"], saved["rrf_k"], saved["bm25_weight"], saved["dense_weight"])
+            if not isinstance(saved["rrf_k"], int) or isinstance(saved["rrf_k"], bool):
+                raise ConfigError("rrf_k is not an integer")
+        except (ConfigError, TypeError) as exc:
+            raise DataError(f"{src} holds a damaged hybrid index (hybrid.json: {exc}); rebuild it with 'selfrag index build'") from None
         vector_store = overrides.pop("vector_store", None)
         unknown = set(overrides) - {"fusion", "rrf_k", "bm25_weight", "dense_weight"}
         if unknown:
             raise ConfigError(f"unknown hybrid option(s): {', '.join(sorted(unknown))}")
-        fusion.update({k: v for k, v in overrides.items() if v is not None})
+        saved.update({k: v for k, v in overrides.items() if v is not None})
         bm25 = BM25Retriever.load(src / "bm25")
         dense = DenseRetriever.load(src / "dense", encoder=encoder, vector_store=vector_store)
-        if [d.id for d in bm25.documents] != [d.id for d in dense.documents]:
+        if list(bm25.documents) != list(dense.documents):
             raise DataError(f"index {src} is damaged: its BM25 and dense parts hold different documents; rebuild it")
-        return cls(bm25=bm25, dense=dense, **fusion)
+        return cls(bm25=bm25, dense=dense, **saved)

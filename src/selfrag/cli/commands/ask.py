@@ -12,6 +12,7 @@ from ...errors import DataError
 from ...retrieval.store import load_corpus
 from ..options import add_answer_options, config_from_args
 from ..output import print_response, response_json
+from .index import add_docs_options
 
 NAME = "ask"
 HELP = "answer one question over a folder or JSONL file of documents"
@@ -21,7 +22,7 @@ DEFAULT_METHOD = "vanilla_rag"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("question", help="the question to answer")
-    parser.add_argument("--docs", metavar="PATH", help="a folder of .txt/.md files or a JSONL file of {id?, title?, text}")
+    add_docs_options(parser, help="a folder of .txt/.md files or a JSONL file of {id?, title?, text}")
     add_answer_options(parser)
     parser.add_argument("--trace", action="store_true", help="show every step the method took")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -33,7 +34,13 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args, cache_default=False)
     if not args.question.strip():
         raise DataError("the question is empty; give some text to answer")
-    documents = load_corpus(args.docs) if args.docs else None
+    documents = None
+    if args.docs:
+        documents = load_corpus(
+            args.docs,
+            include_hidden=args.include_hidden or cfg.data.include_hidden,
+            follow_external_links=args.follow_external_links or cfg.data.follow_external_links,
+        )
     llm = build_backend(cfg)
     retriever = build_retriever(cfg, documents)
     method = build_method(cfg, llm, retriever)

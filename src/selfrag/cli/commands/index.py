@@ -37,6 +37,23 @@ def add_retriever_options(parser: argparse.ArgumentParser, *, default: str | Non
     parser.add_argument("--dense-weight", type=float, metavar="W", help="hybrid weighted: dense weight (default 0.5)")
 
 
+def add_docs_options(parser: argparse.ArgumentParser, *, required: bool = False, help: str | None = None) -> None:
+    """``--docs PATH`` and what a documents folder may include (shared with ask)."""
+    parser.add_argument(
+        "--docs", required=required, metavar="PATH", help=help or "a folder of .txt/.md files or a JSONL file"
+    )
+    parser.add_argument(
+        "--include-hidden",
+        action="store_true",
+        help="in a --docs folder, also read hidden files and folders (names starting with '.', e.g. .git/)",
+    )
+    parser.add_argument(
+        "--follow-external-links",
+        action="store_true",
+        help="in a --docs folder, also read symbolic links that point outside the folder",
+    )
+
+
 def retrieval_config(args: argparse.Namespace) -> ExperimentConfig:
     """The flags as a validated config (so flags and config files mean the same thing)."""
     section: dict[str, Any] = {"method": args.retriever}
@@ -50,8 +67,13 @@ def retrieval_config(args: argparse.Namespace) -> ExperimentConfig:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     build = sub.add_parser("build", help="index a folder or JSONL file of documents into DIR")
-    build.add_argument("--docs", required=True, metavar="PATH", help="a folder of .txt/.md files or a JSONL file")
-    build.add_argument("--out", required=True, metavar="DIR", help="the index directory to write (replaced if it is an index)")
+    add_docs_options(build, required=True)
+    build.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="the index directory to write: new, empty, or a selfrag index (replaced); anything else is refused",
+    )
     add_retriever_options(build)
     build.add_argument("--quiet", action="store_true", help="no progress bar")
     build.add_argument("--json", action="store_true", help="print the manifest as JSON")
@@ -66,19 +88,24 @@ def run(args: argparse.Namespace) -> int:
 
 def _build(args: argparse.Namespace) -> int:
     from ...assemble import retriever_options
-    from ...retrieval.persist import read_manifest, save_index
+    from ...retrieval.persist import check_build_paths, read_manifest, save_index
     from ...retrieval.registry import create_retriever
     from ...retrieval.store import load_corpus
 
     cfg = retrieval_config(args)
-    documents = load_corpus(args.docs)
+    # Refuse an --out that is not an index (or overlaps --docs) before any work is done.
+    check_build_paths(args.out, args.docs)
+    documents = load_corpus(
+        args.docs, include_hidden=args.include_hidden, follow_external_links=args.follow_external_links
+    )
     options = retriever_options(cfg)
     if cfg.retrieval.method != "bm25":
         options["show_progress"] = False if args.quiet else None
     start = time.perf_counter()
     retriever = create_retriever(cfg.retrieval.method, documents, **options)
     seconds = time.perf_counter() - start
-    out = save_index(retriever, args.out, extra={"source": str(Path(args.docs).expanduser().resolve())})
+    source = Path(args.docs).expanduser().resolve()
+    out = save_index(retriever, args.out, extra={"source": str(source)}, source=source)
     manifest = read_manifest(out)
     if args.json:
         print(json.dumps({**manifest, "index_seconds": round(seconds, 3)}, indent=2))
