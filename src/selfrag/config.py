@@ -14,7 +14,6 @@ model of the method that owns them, so each method documents its own keys.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -23,10 +22,10 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
+from .redaction import REDACTED, redact_secrets
 from .validation import StrictModel, describe_error, parse_model
 
 SECRET_MARKERS = ("api_key", "apikey", "secret", "password", "access_token", "authorization")
-_SECRET_VALUE = re.compile(r"(sk-[A-Za-z0-9_\-]{8,})|(?<=://)[^/@\s]+:[^/@\s]+(?=@)")
 
 
 class ExperimentSection(StrictModel):
@@ -49,8 +48,11 @@ class LLMSection(StrictModel):
     max_tokens: int = Field(256, ge=1)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     pricing: PricingSection | None = None
-    timeout: float = Field(120.0, gt=0)
+    timeout: float = Field(120.0, gt=0)  # seconds for a whole call (connect, wait, read)
     max_attempts: int = Field(5, ge=1)
+    # openai:/anthropic: the environment variable holding the key for a server other than
+    # the provider's own (OPENAI_API_KEY / ANTHROPIC_API_KEY go only to the official host).
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     # In-process llama.cpp only.
     n_ctx: int = Field(4096, ge=256)
     n_threads: int | None = Field(None, ge=1)
@@ -311,17 +313,21 @@ def load_config(
     return validate(data, sources)
 
 
+def _is_secret_key(key: Any) -> bool:
+    # A key ending in _env holds the *name* of an environment variable, not its value.
+    if not isinstance(key, str) or key.lower().endswith("_env"):
+        return False
+    return any(m in key.lower() for m in SECRET_MARKERS)
+
+
 def redact(data: Any) -> Any:
-    """A copy with values of secret-looking keys replaced (for writing configs to disk)."""
+    """A copy with secret-looking keys' values and URL credentials replaced by ``***``."""
     if isinstance(data, Mapping):
-        return {
-            k: ("***" if isinstance(k, str) and any(m in k.lower() for m in SECRET_MARKERS) and v else redact(v))
-            for k, v in data.items()
-        }
+        return {k: (REDACTED if _is_secret_key(k) and v else redact(v)) for k, v in data.items()}
     if isinstance(data, list):
         return [redact(v) for v in data]
     if isinstance(data, str):
-        return _SECRET_VALUE.sub("***", data)
+        return redact_secrets(data)
     return data
 
 
