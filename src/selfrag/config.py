@@ -5,7 +5,11 @@ to the file; chains of any depth). Parents are deep-merged under children.
 Cycles are reported with the whole chain. The merged mapping is validated into
 :class:`ExperimentConfig` before anything heavy loads: an unknown key or a
 wrong type fails with the dotted key, the file it came from, and what was
-expected. ``--set dotted.key=value`` overrides go through the same checks.
+expected. ``--set dotted.key=value`` overrides go through the same checks;
+their values are parsed as YAML (``3`` is a number, ``true`` a boolean,
+``null`` nothing; quote a string that looks like one). The CLI's own flags
+(``--llm``, ``--cache``, ``--index`` ...) pass their values as given, as
+``(dotted.key, value, flag)`` overrides that skip YAML parsing.
 
 Method sections (``self_rag:``, ``vanilla:``, ...) are validated by the config
 model of the method that owns them, so each method documents its own keys.
@@ -233,10 +237,19 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
-def apply_overrides(data: dict[str, Any], overrides: Iterable[str], sources: dict[str, str]) -> dict[str, Any]:
+# A --set string ("a.b=value", parsed as YAML) or a (dotted key, value[, source]) tuple taken as is.
+Override = str | tuple[str, Any] | tuple[str, Any, str]
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[Override], sources: dict[str, str]) -> dict[str, Any]:
     out = copy.deepcopy(data)
     for item in overrides:
-        path, value = parse_override(item)
+        if isinstance(item, str):
+            path, value = parse_override(item)
+            source = "--set"
+        else:
+            path, value = item[0].split("."), item[1]
+            source = item[2] if len(item) > 2 else "--set"
         node = out
         for part in path[:-1]:
             child = node.get(part)
@@ -245,7 +258,7 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str], sources: dic
                 node[part] = child
             node = child
         node[path[-1]] = value
-        sources[".".join(path)] = "--set"
+        sources[".".join(path)] = source
     return out
 
 
@@ -300,7 +313,7 @@ def _validate_method_sections(cfg: ExperimentConfig, sources: Mapping[str, str])
 
 def load_config(
     path: str | Path | None = None,
-    overrides: Iterable[str] = (),
+    overrides: Iterable[Override] = (),
     base: Mapping[str, Any] | None = None,
 ) -> ExperimentConfig:
     """Load, merge and validate a config file (or only ``base``) with ``--set`` overrides."""
