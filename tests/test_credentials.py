@@ -67,6 +67,7 @@ def basic(user: str, password: str) -> str:
         ("cannot reach http://a:b@h/v1 (ConnectError)", "cannot reach http://***@h/v1 (ConnectError)"),
         ("openai:m@http://127.0.0.1:8/v1", "openai:m@http://127.0.0.1:8/v1"),  # nothing to hide
         ("key sk-abcdefghijklmnop here", "key *** here"),
+        ("openai:m@https://task-runner-server.example/v1", "openai:m@https://task-runner-server.example/v1"),
     ],
 )
 def test_redact_secrets_hides_userinfo_of_any_form_and_api_keys(text, expected):
@@ -253,3 +254,47 @@ def test_doctor_and_bad_url_errors_hide_credentials(tmp_path, capsys):
     code = main(["ask", "q", "--docs", str(tmp_path / "docs"), "--llm", "openai:m@http://u:SECRET-6@h:port/v1"])
     err = capsys.readouterr().err
     assert code == 2 and "invalid port" in err and "SECRET-6" not in err
+
+
+@pytest.mark.server
+async def test_a_refused_custom_server_says_how_to_send_the_withheld_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-official-should-stay-home")
+    refuse = lambda path, body, headers: (401, {"error": {"message": "missing bearer token"}}, {})  # noqa: E731
+    with ScriptedHTTPServer(refuse) as server:
+        llm = create_backend(f"openai:m@{server.url}/v1")
+        with pytest.raises(BackendError) as info:
+            await llm.generate(HI)
+        await llm.aclose()
+    message = str(info.value)
+    assert "HTTP 401: missing bearer token" in message
+    assert "OPENAI_API_KEY is sent only to api.openai.com" in message
+    assert "--set llm.api_key_env=OPENAI_API_KEY" in message and "sk-official" not in message
+
+
+def test_url_credentials_and_a_bearer_key_together_are_refused():
+    with pytest.raises(ConfigError, match="give the server's credentials once"):
+        create_backend("openai:m@http://u:p@127.0.0.1:9/v1", api_key_env="PATH")
+
+
+@pytest.mark.server
+def test_a_saved_index_finds_its_url_credentials_in_the_config_not_on_disk(tmp_path, monkeypatch):
+    from selfrag.retrieval import DenseRetriever, load_index, save_index
+    from selfrag.types import Document
+
+    monkeypatch.setenv("SELFRAG_EMBEDDING_CACHE", str(tmp_path / "embeddings.db"))
+    docs = [Document(id="tea", title="Tea", text="green tea leaves"), Document(id="cocoa", title="", text="cocoa pods")]
+
+    def needs_auth(path, body, headers):
+        if headers.get("authorization") != basic("svc", "IDX-SECRET"):
+            return 401, {"error": {"message": "who are you"}}, {}
+        return embeddings(path, body, headers)
+
+    with ScriptedHTTPServer(needs_auth) as server:
+        spec = f"openai:m@{with_userinfo(server.url, 'svc:IDX-SECRET')}/v1"
+        save_index(DenseRetriever(docs, embedding_model=spec), tmp_path / "idx")
+        for saved in (tmp_path / "idx").rglob("*"):
+            if saved.is_file():
+                assert b"IDX-SECRET" not in saved.read_bytes(), saved
+        loaded = load_index(tmp_path / "idx", documents=docs, options={"embedding_model": spec})
+        assert loaded.retrieve_sync("tea leaves", 1).documents[0].id == "tea"
+    assert server.requests and all(h["authorization"] == basic("svc", "IDX-SECRET") for _, _, h in server.requests)

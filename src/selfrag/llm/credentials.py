@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..errors import ConfigError
-from ..redaction import REDACTED
+from ..redaction import redact_url_credentials
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -106,9 +106,7 @@ def resolve_credentials(
     raw = (base_url or p.default_url).strip().rstrip("/")
     url, userinfo = split_userinfo(raw)
     parts = urlsplit(url)
-    shown = url if userinfo is None else urlunsplit(
-        (parts.scheme, f"{REDACTED}@{parts.netloc}", parts.path, parts.query, parts.fragment)
-    )
+    shown = redact_url_credentials(raw)
     try:
         port = parts.port
     except ValueError:

@@ -37,7 +37,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 
 from ..errors import BackendError, ConfigError, DataError, MissingDependencyError, require
-from ..redaction import REDACTED, redact_secrets
+from ..redaction import REDACTED, redact_url_credentials
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {"", "default", "all-MiniLM-L6-v2", DEFAULT_MODEL}
@@ -116,7 +116,7 @@ def _canonical(spec: str | None, *, keep_credentials: bool) -> str:
     if s.lower().startswith("openai:"):
         model, url = parse_openai_spec(s)
         full = f"openai:{model}" + (f"@{url}" if url and url != OPENAI_BASE_URL else "")
-        name = redact_secrets(full)
+        name = redact_url_credentials(full)
         if name != full:
             _CREDENTIALED[name] = full
         return full if keep_credentials else name
