@@ -74,15 +74,16 @@ def generation_from_json(text: str | bytes) -> Generation:
 def _connect(path: Path) -> sqlite3.Connection:
     """Open (or create) the cache file, with one-line errors for paths that cannot be one."""
     where = f"the LLM cache {path}"
+    another = "give another --cache path (or cache.path)"
     if path.is_dir():
         raise ConfigError(f"{where} is a folder; give a file path such as {path / 'cache.db'} (--cache PATH or cache.path)")
     for parent in path.parents:
         if parent.exists() and not parent.is_dir():
-            raise ConfigError(f"cannot put {where} under {parent}: {parent} is a file; give another --cache path (or cache.path)")
+            raise ConfigError(f"cannot put {where} under {parent}: {parent} is a file; {another}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"cannot create the folder of {where} ({exc.strerror or exc}); give another --cache path (or cache.path)") from None
+        raise ConfigError(f"cannot create the folder of {where} ({exc.strerror or exc}); {another}") from None
     conn = None
     try:
         conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30.0)
@@ -92,7 +93,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn.execute(SCHEMA)
         columns = {row[1] for row in conn.execute("PRAGMA table_info(generations)")}
         if not columns >= COLUMNS:
-            raise DataError(f"{path} is not a selfrag cache (its 'generations' table differs); give another --cache path (or cache.path)")
+            raise DataError(f"{path} is not a selfrag cache (its 'generations' table differs); {another}")
         if "format" not in columns:
             # A cache from before the format column: its rows are format 1.
             try:
@@ -104,11 +105,9 @@ def _connect(path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         if conn is not None:
             conn.close()
-        if isinstance(exc, sqlite3.OperationalError) and "unable to open" in str(exc):
-            raise ConfigError(f"cannot open {where} ({exc}); check the path and its permissions") from None
-        raise DataError(
-            f"{where} is not an SQLite database ({exc}); delete it or give another --cache path (or cache.path)"
-        ) from None
+        if isinstance(exc, sqlite3.OperationalError):  # cannot open, read-only, locked ...
+            raise ConfigError(f"cannot use {where} ({exc}); check the path and its permissions") from None
+        raise DataError(f"{where} is not an SQLite database ({exc}); delete it or {another}") from None
     except DataError:
         conn.close()
         raise
