@@ -91,7 +91,24 @@ async def test_from_file_via_spec(tmp_path):
     path.write_text(json.dumps(["hello"]))
     llm = create_backend(f"scripted:{path}")
     assert (await llm.generate(user("hi"))).text == "hello"
-    assert llm.spec == "scripted:script.json"
+    assert llm.spec.startswith("scripted:script.json#")
+
+
+async def test_a_script_file_is_known_by_its_content_not_its_name(tmp_path):
+    """Same basename in two folders, or the same file edited: different specs, so the cache never mixes them."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "replies.json").write_text(json.dumps(["from a"]))
+    (tmp_path / "b" / "replies.json").write_text(json.dumps(["from b"]))
+    a = create_backend(f"scripted:{tmp_path / 'a' / 'replies.json'}")
+    b = create_backend(f"scripted:{tmp_path / 'b' / 'replies.json'}")
+    assert a.spec != b.spec
+    same = tmp_path / "c" / "replies.json"
+    same.parent.mkdir()
+    same.write_text(json.dumps(["from a"]))
+    assert create_backend(f"scripted:{same}").spec == a.spec  # same content, same answers
+    (tmp_path / "a" / "replies.json").write_text(json.dumps(["edited"]))
+    assert create_backend(f"scripted:{tmp_path / 'a' / 'replies.json'}").spec != a.spec
 
 
 def test_from_file_errors_name_the_file(tmp_path):

@@ -31,6 +31,7 @@ def build_backend(cfg: ExperimentConfig, *, use_cache: bool | None = None) -> An
         retry=RetryPolicy(max_attempts=llm.max_attempts),
         cache_path=Path(cfg.cache.path) if cache else None,
         timeout=llm.timeout,
+        api_key_env=llm.api_key_env,
         n_ctx=llm.n_ctx,
         n_threads=llm.n_threads,
         seed=llm.seed,

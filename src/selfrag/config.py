@@ -5,7 +5,11 @@ to the file; chains of any depth). Parents are deep-merged under children.
 Cycles are reported with the whole chain. The merged mapping is validated into
 :class:`ExperimentConfig` before anything heavy loads: an unknown key or a
 wrong type fails with the dotted key, the file it came from, and what was
-expected. ``--set dotted.key=value`` overrides go through the same checks.
+expected. ``--set dotted.key=value`` overrides go through the same checks;
+their values are parsed as YAML (``3`` is a number, ``true`` a boolean,
+``null`` nothing; quote a string that looks like one). The CLI's own flags
+(``--llm``, ``--cache``, ``--index`` ...) pass their values as given, as
+``(dotted.key, value, flag)`` overrides that skip YAML parsing.
 
 Method sections (``self_rag:``, ``vanilla:``, ...) are validated by the config
 model of the method that owns them, so each method documents its own keys.
@@ -14,7 +18,6 @@ model of the method that owns them, so each method documents its own keys.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -23,10 +26,10 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
+from .redaction import REDACTED, redact_secrets
 from .validation import StrictModel, describe_error, parse_model
 
 SECRET_MARKERS = ("api_key", "apikey", "secret", "password", "access_token", "authorization")
-_SECRET_VALUE = re.compile(r"(sk-[A-Za-z0-9_\-]{8,})|(?<=://)[^/@\s]+:[^/@\s]+(?=@)")
 
 
 class ExperimentSection(StrictModel):
@@ -49,8 +52,11 @@ class LLMSection(StrictModel):
     max_tokens: int = Field(256, ge=1)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     pricing: PricingSection | None = None
-    timeout: float = Field(120.0, gt=0)
+    timeout: float = Field(120.0, gt=0)  # seconds for a whole call (connect, wait, read)
     max_attempts: int = Field(5, ge=1)
+    # openai:/anthropic: the environment variable holding the key for a server other than
+    # the provider's own (OPENAI_API_KEY / ANTHROPIC_API_KEY go only to the official host).
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     # In-process llama.cpp only.
     n_ctx: int = Field(4096, ge=256)
     n_threads: int | None = Field(None, ge=1)
@@ -238,10 +244,19 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
-def apply_overrides(data: dict[str, Any], overrides: Iterable[str], sources: dict[str, str]) -> dict[str, Any]:
+# A --set string ("a.b=value", parsed as YAML) or a (dotted key, value[, source]) tuple taken as is.
+Override = str | tuple[str, Any] | tuple[str, Any, str]
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[Override], sources: dict[str, str]) -> dict[str, Any]:
     out = copy.deepcopy(data)
     for item in overrides:
-        path, value = parse_override(item)
+        if isinstance(item, str):
+            path, value = parse_override(item)
+            source = "--set"
+        else:
+            path, value = item[0].split("."), item[1]
+            source = item[2] if len(item) > 2 else "--set"
         node = out
         for part in path[:-1]:
             child = node.get(part)
@@ -250,7 +265,7 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str], sources: dic
                 node[part] = child
             node = child
         node[path[-1]] = value
-        sources[".".join(path)] = "--set"
+        sources[".".join(path)] = source
     return out
 
 
@@ -305,7 +320,7 @@ def _validate_method_sections(cfg: ExperimentConfig, sources: Mapping[str, str])
 
 def load_config(
     path: str | Path | None = None,
-    overrides: Iterable[str] = (),
+    overrides: Iterable[Override] = (),
     base: Mapping[str, Any] | None = None,
 ) -> ExperimentConfig:
     """Load, merge and validate a config file (or only ``base``) with ``--set`` overrides."""
@@ -318,17 +333,21 @@ def load_config(
     return validate(data, sources)
 
 
+def _is_secret_key(key: Any) -> bool:
+    # A key ending in _env holds the *name* of an environment variable, not its value.
+    if not isinstance(key, str) or key.lower().endswith("_env"):
+        return False
+    return any(m in key.lower() for m in SECRET_MARKERS)
+
+
 def redact(data: Any) -> Any:
-    """A copy with values of secret-looking keys replaced (for writing configs to disk)."""
+    """A copy with secret-looking keys' values and URL credentials replaced by ``***``."""
     if isinstance(data, Mapping):
-        return {
-            k: ("***" if isinstance(k, str) and any(m in k.lower() for m in SECRET_MARKERS) and v else redact(v))
-            for k, v in data.items()
-        }
+        return {k: (REDACTED if _is_secret_key(k) and v else redact(v)) for k, v in data.items()}
     if isinstance(data, list):
         return [redact(v) for v in data]
     if isinstance(data, str):
-        return _SECRET_VALUE.sub("***", data)
+        return redact_secrets(data)
     return data
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import SelfragError
+from ..redaction import redact_secrets
 from . import commands
 
 
@@ -57,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except SelfragError as exc:
-        print(f"selfrag: error: {exc}", file=sys.stderr)
+        # Messages name specs and URLs: never print the credentials in them.
+        print(f"selfrag: error: {redact_secrets(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("selfrag: interrupted", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..config import ExperimentConfig, load_config
+from ..config import ExperimentConfig, Override, load_config
 
 
 def add_answer_options(parser: argparse.ArgumentParser, *, default_method: str | None = None) -> None:
@@ -21,7 +21,7 @@ def add_answer_options(parser: argparse.ArgumentParser, *, default_method: str |
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config key, e.g. --set self_rag.num_candidates=2 (repeatable)",
+        help="override a config key, e.g. --set self_rag.num_candidates=2 (repeatable; the value is read as YAML)",
     )
     cache = parser.add_mutually_exclusive_group()
     cache.add_argument("--cache", nargs="?", const="", metavar="PATH", help="cache LLM calls in SQLite (optional path)")
@@ -29,30 +29,35 @@ def add_answer_options(parser: argparse.ArgumentParser, *, default_method: str |
 
 
 def config_from_args(args: argparse.Namespace, *, cache_default: bool) -> ExperimentConfig:
-    """Config file (if any), then --set overrides, then the explicit flags."""
-    flags: list[str] = []
+    """Config file (if any), then --set overrides, then the explicit flags.
+
+    ``--set`` values are parsed as YAML; the flags' values are taken as given
+    (a path or spec is a string even when it looks like a number, a mapping
+    or has a ``#`` in it).
+    """
+    flags: list[Override] = []
     if args.method:
-        flags.append(f"architecture.name={args.method}")
+        flags.append(("architecture.name", args.method, "--method"))
     if args.llm:
-        flags.append(f"llm.spec={args.llm}")
+        flags.append(("llm.spec", args.llm, "--llm"))
     if args.top_k is not None:
-        flags.append(f"retrieval.top_k={args.top_k}")
+        flags.append(("retrieval.top_k", args.top_k, "--top-k"))
     if args.retriever:
-        flags.append(f"retrieval.method={args.retriever}")
+        flags.append(("retrieval.method", args.retriever, "--retriever"))
     if args.index:
-        flags.append(f"retrieval.index={args.index}")
+        flags.append(("retrieval.index", args.index, "--index"))
         if not args.retriever:
             # A saved index knows its retriever: use it unless told otherwise.
             from ..retrieval.persist import read_manifest
 
-            flags.append(f"retrieval.method={read_manifest(args.index).get('retriever', 'bm25')}")
+            flags.append(("retrieval.method", read_manifest(args.index).get("retriever", "bm25"), "--index"))
     base: dict[str, Any] = {"cache": {"enabled": cache_default}}
     if args.cache is not None:
-        flags.append("cache.enabled=true")
+        flags.append(("cache.enabled", True, "--cache"))
         if args.cache:
-            flags.append(f"cache.path={args.cache}")
+            flags.append(("cache.path", args.cache, "--cache"))
     elif args.no_cache:
-        flags.append("cache.enabled=false")
+        flags.append(("cache.enabled", False, "--no-cache"))
     cfg = load_config(args.config, [*args.overrides, *flags], base=base)
     if args.top_k is not None:
         # An explicit --top-k wins over a method section's own top_k.

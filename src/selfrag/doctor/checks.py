@@ -195,8 +195,9 @@ def check_caches() -> list[Check]:
 def check_llm(spec: str, *, timeout: float = 120.0) -> Check:
     """Whether the backend ``spec`` names answers a one-word prompt."""
     from ..llm.factory import create_backend, parse_spec
+    from ..redaction import redact_secrets
 
-    name = f"llm {spec}"
+    name = f"llm {redact_secrets(spec)}"
     provider, target, _ = parse_spec(spec)
     if provider == "llamacpp":
         smoke = run_smoke(target or None, timeout=timeout)

@@ -1,23 +1,26 @@
 """Anthropic's Messages API.
 
 Spec: ``anthropic:MODEL`` (key from ``ANTHROPIC_API_KEY``), or
-``anthropic:MODEL@BASE_URL`` for a proxy or a local test server. The API
+``anthropic:MODEL@BASE_URL`` for a proxy or a local test server.
+``ANTHROPIC_API_KEY`` goes only to api.anthropic.com; a key for another
+server comes from the variable ``api_key_env`` names (``llm.api_key_env``),
+see :mod:`selfrag.llm.credentials`. The API
 returns no log-probabilities and has no JSON mode: critics that want either
 fall back to text critique and say so in the trace.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ..errors import BackendError, ConfigError
 from ..types import Generation
 from .base import BaseBackend, LLMRequest, RetryPolicy
+from .credentials import PROVIDERS, resolve_credentials
 from .http import HTTPTransport
 from .pricing import Pricing, lookup_pricing
 
-DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
+DEFAULT_BASE_URL = PROVIDERS["anthropic"].default_url
 API_VERSION = "2023-06-01"
 
 
@@ -32,6 +35,7 @@ class AnthropicBackend(BaseBackend):
         *,
         base_url: str | None = None,
         api_key: str | None = None,
+        api_key_env: str | None = None,
         timeout: float = 120.0,
         pricing: Pricing | None = None,
         retry: RetryPolicy | None = None,
@@ -39,24 +43,28 @@ class AnthropicBackend(BaseBackend):
     ) -> None:
         if not model:
             raise ConfigError("anthropic backend needs a model name: anthropic:MODEL")
-        key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
-        if not key and base_url is None:
-            raise ConfigError("ANTHROPIC_API_KEY is not set: export ANTHROPIC_API_KEY=...")
-        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        creds = resolve_credentials("anthropic", base_url, api_key=api_key, api_key_env=api_key_env)
+        self.base_url = creds.base_url
+        self._display_url = creds.display_url
+        self._default_url = creds.is_default_url
         if pricing is None:
             # A base URL here is a proxy in front of Anthropic, so list prices still apply.
             pricing = lookup_pricing("anthropic", model)
         super().__init__(model, pricing=pricing, retry=retry, **kwargs)
-        headers = {"content-type": "application/json", "anthropic-version": API_VERSION}
-        if key:
-            headers["x-api-key"] = key
-        self._http = HTTPTransport(self.base_url, headers, timeout, label=f"anthropic:{model}")
+        self._http = HTTPTransport(
+            creds.base_url,
+            {"content-type": "application/json", "anthropic-version": API_VERSION, **creds.headers()},
+            timeout,
+            label=f"anthropic:{model}",
+            auth=creds.basic_auth,
+            unauthorized_hint=creds.withheld_hint,
+        )
 
     @property
     def spec(self) -> str:
-        if self.base_url == DEFAULT_BASE_URL:
+        if self._default_url:
             return f"anthropic:{self.model}"
-        return f"anthropic:{self.model}@{self.base_url}"
+        return f"anthropic:{self.model}@{self._display_url}"
 
     async def _generate(self, request: LLMRequest) -> Generation:
         system_parts: list[str] = []

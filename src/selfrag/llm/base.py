@@ -16,9 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import BackendError, ConfigError
+from ..errors import ConfigError
 from ..types import Generation
 from .pricing import Pricing, lookup_pricing
+from .retry import RetryPolicy, call_with_retries
 
 ROLES = ("system", "user", "assistant")
 
@@ -135,23 +136,6 @@ class LLMBackend(Protocol):
     async def aclose(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff with full jitter, bounded attempts, honouring Retry-After."""
-
-    max_attempts: int = 5
-    base_delay: float = 0.5
-    max_delay: float = 30.0
-    max_retry_after: float = 120.0
-
-    def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
-        """Seconds to wait before attempt ``attempt + 1`` (attempt counts from 1)."""
-        if retry_after is not None:
-            return min(self.max_retry_after, max(retry_after, 0.0))
-        backoff = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
-        return backoff * (0.5 + rng.random() / 2)
-
-
 def approx_token_count(text: str) -> int:
     """A tokenizer-free estimate: about four characters per token."""
     return max(1, (len(text) + 3) // 4) if text else 0
@@ -213,40 +197,31 @@ class BaseBackend(RequestGenerator):
 
     @property
     def spec(self) -> str:
-        """The spec string that recreates this backend."""
+        """The spec string that names this backend (URL credentials shown as ``***``)."""
         return f"{self.provider}:{self.model}"
 
     async def generate_request(self, request: LLMRequest) -> Generation:
-        attempt = 0
-        while True:
-            attempt += 1
+        start = time.perf_counter()
+
+        async def attempt() -> Generation:
+            nonlocal start
             start = time.perf_counter()
-            try:
-                gen = await self._generate(request)
-            except BackendError as exc:
-                if not exc.is_retryable or attempt >= self.retry.max_attempts:
-                    if exc.is_retryable:
-                        raise BackendError(
-                            f"{self.spec}: gave up after {attempt} attempts: {exc}",
-                            status=exc.status,
-                            is_retryable=False,
-                        ) from exc
-                    raise
-                await self._sleep(self.retry.delay(attempt, exc.retry_after, self._rng))
-                continue
-            latency = (time.perf_counter() - start) * 1000
-            cost = self.pricing.cost(gen.prompt_tokens, gen.completion_tokens)
-            return dataclasses.replace(
-                gen,
-                latency_ms=gen.latency_ms or latency,
-                cost_usd=gen.cost_usd or cost,
-                model=gen.model or self.model,
-                evaluated_prompt_tokens=(
-                    gen.evaluated_prompt_tokens
-                    if gen.evaluated_prompt_tokens is not None
-                    else gen.prompt_tokens
-                ),
-            )
+            return await self._generate(request)
+
+        gen = await call_with_retries(attempt, policy=self.retry, label=self.spec, sleep=self._sleep, rng=self._rng)
+        latency = (time.perf_counter() - start) * 1000
+        cost = self.pricing.cost(gen.prompt_tokens, gen.completion_tokens)
+        return dataclasses.replace(
+            gen,
+            latency_ms=gen.latency_ms or latency,
+            cost_usd=gen.cost_usd or cost,
+            model=gen.model or self.model,
+            evaluated_prompt_tokens=(
+                gen.evaluated_prompt_tokens
+                if gen.evaluated_prompt_tokens is not None
+                else gen.prompt_tokens
+            ),
+        )
 
     async def _generate(self, request: LLMRequest) -> Generation:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -1,10 +1,19 @@
 """A persistent SQLite cache that wraps any backend.
 
-The key is a hash of the backend spec (provider, model, server), the prompt and
-every sampling parameter. A hit returns the stored generation marked
-``cached=True`` with zero cost. The database runs in WAL mode with a busy
-timeout, so several processes (a run and its resumption) can share it, and
-identical calls in flight at the same time are made once.
+The key is a hash of the backend spec (provider, model, server; a script
+file by the hash of its content), the prompt and every sampling parameter.
+Credentials are never part of it: specs show URL credentials as ``***``, so
+the same model on the same server shares entries whatever the credentials,
+and nothing derived from a secret is written to the file. A hit returns the
+stored generation marked ``cached=True`` with zero cost. The database runs in
+WAL mode with a busy timeout, so several processes (a run and its resumption)
+can share it, and identical calls in flight at the same time are made once.
+
+Each row records the ``format`` of its stored response. A row of another
+format (written by another selfrag version) is a miss, and a row that cannot
+be decoded is a miss that is deleted (logged once per cache): the call is made
+again and its answer replaces the row, so a damaged entry never fails a
+question twice.
 """
 
 from __future__ import annotations
@@ -13,24 +22,34 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError, DataError
+from ..redaction import redact_secrets
 from ..types import Generation, TokenLogprobs
 from .base import LLMRequest, RequestGenerator
 
-SCHEMA = """
+log = logging.getLogger(__name__)
+
+# The encoding of the response column. Bump it when that encoding changes: rows
+# of another format are then misses, recomputed and replaced.
+FORMAT = 1
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS generations (
     key TEXT PRIMARY KEY,
     backend TEXT NOT NULL,
     request TEXT NOT NULL,
     response TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    format INTEGER NOT NULL DEFAULT {FORMAT}
 )
 """
+COLUMNS = {"key", "backend", "request", "response", "created"}
 
 
 def request_key(backend_spec: str, request: LLMRequest) -> str:
@@ -42,11 +61,57 @@ def generation_to_json(gen: Generation) -> str:
     return json.dumps(dataclasses.asdict(gen), sort_keys=True)
 
 
-def generation_from_json(text: str) -> Generation:
+def generation_from_json(text: str | bytes) -> Generation:
+    """Decode a stored response; ValueError, TypeError or KeyError when it is not one."""
     data = json.loads(text)
+    if not isinstance(data, dict) or not isinstance(data.get("text"), str):
+        raise ValueError("not a stored generation (no text)")
     if data.get("logprobs") is not None:
         data["logprobs"] = tuple(TokenLogprobs(**t) for t in data["logprobs"])
     return Generation(**data)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """Open (or create) the cache file, with one-line errors for paths that cannot be one."""
+    where = f"the LLM cache {path}"
+    another = "give another --cache path (or cache.path)"
+    if path.is_dir():
+        raise ConfigError(f"{where} is a folder; give a file path such as {path / 'cache.db'} (--cache PATH or cache.path)")
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise ConfigError(f"cannot put {where} under {parent}: {parent} is a file; {another}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the folder of {where} ({exc.strerror or exc}); {another}") from None
+    conn = None
+    try:
+        conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30.0)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(SCHEMA)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(generations)")}
+        if not columns >= COLUMNS:
+            raise DataError(f"{path} is not a selfrag cache (its 'generations' table differs); {another}")
+        if "format" not in columns:
+            # A cache from before the format column: its rows are format 1.
+            try:
+                conn.execute("ALTER TABLE generations ADD COLUMN format INTEGER NOT NULL DEFAULT 1")
+            except sqlite3.OperationalError as exc:
+                if "duplicate column" not in str(exc):  # another process added it first
+                    raise
+        conn.commit()
+    except sqlite3.DatabaseError as exc:
+        if conn is not None:
+            conn.close()
+        if isinstance(exc, sqlite3.OperationalError):  # cannot open, read-only, locked ...
+            raise ConfigError(f"cannot use {where} ({exc}); check the path and its permissions") from None
+        raise DataError(f"{where} is not an SQLite database ({exc}); delete it or {another}") from None
+    except DataError:
+        conn.close()
+        raise
+    return conn
 
 
 class SQLiteCache:
@@ -54,31 +119,55 @@ class SQLiteCache:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30.0)
-        with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA busy_timeout=30000")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute(SCHEMA)
-            self._conn.commit()
+        self._conn = _connect(self.path)
         self.hits = 0
         self.misses = 0
+        self.dropped = 0  # undecodable rows deleted
 
     def get(self, key: str) -> Generation | None:
         with self._lock:
-            row = self._conn.execute("SELECT response FROM generations WHERE key = ?", (key,)).fetchone()
+            row = self._conn.execute("SELECT response, format FROM generations WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
-        return generation_from_json(row[0])
+        response, fmt = row
+        if fmt != FORMAT:
+            return None  # another version's encoding: recomputed, and the new answer replaces it
+        try:
+            return generation_from_json(response)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            self._drop(key, response, exc)
+            return None
+
+    def _drop(self, key: str, response: Any, reason: Exception) -> None:
+        with self._lock:
+            # Only the bad row: a good answer written meanwhile by another process stays.
+            self._conn.execute("DELETE FROM generations WHERE key = ? AND response = ?", (key, response))
+            self._conn.commit()
+            self.dropped += 1
+            first = self.dropped == 1
+        log.log(
+            logging.WARNING if first else logging.DEBUG,
+            "cache %s: dropped an entry that could not be read (%s: %s); its call is made again%s",
+            self.path,
+            type(reason).__name__,
+            str(reason)[:120],
+            " (further ones are dropped without a warning)" if first else "",
+        )
 
     def put(self, key: str, backend_spec: str, request: LLMRequest, gen: Generation) -> None:
         with self._lock:
             self._conn.execute(
-                "INSERT OR REPLACE INTO generations (key, backend, request, response, created) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (key, backend_spec, json.dumps(request.as_dict()), generation_to_json(gen), time.time()),
+                "INSERT OR REPLACE INTO generations (key, backend, request, response, created, format) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    redact_secrets(backend_spec),
+                    json.dumps(request.as_dict()),
+                    generation_to_json(gen),
+                    time.time(),
+                    FORMAT,
+                ),
             )
             self._conn.commit()
 
@@ -87,7 +176,7 @@ class SQLiteCache:
             return int(self._conn.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
 
     def stats(self) -> dict[str, int]:
-        return {"hits": self.hits, "misses": self.misses, "entries": len(self)}
+        return {"hits": self.hits, "misses": self.misses, "dropped": self.dropped, "entries": len(self)}
 
     def close(self) -> None:
         with self._lock:

@@ -10,6 +10,9 @@ spec                           backend
 ``anthropic:MODEL``            Anthropic Messages API (``ANTHROPIC_API_KEY``)
 ``scripted:PATH``              replay a JSON script (tests, dry runs)
 =============================  =============================================
+
+``api_key_env`` names the environment variable whose value is sent as the
+key to a server other than the provider's own (see :mod:`.credentials`).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ def create_backend(
     retry: RetryPolicy | None = None,
     cache_path: str | Path | None = None,
     timeout: float = 120.0,
+    api_key_env: str | None = None,
     **options: Any,
 ):
     """Create the backend a spec names, optionally wrapped in the SQLite cache."""
@@ -67,11 +71,11 @@ def create_backend(
     elif provider == "openai":
         from .openai_compat import OpenAIBackend
 
-        backend = OpenAIBackend(target, base_url=base_url, timeout=timeout, **common)
+        backend = OpenAIBackend(target, base_url=base_url, api_key_env=api_key_env, timeout=timeout, **common)
     elif provider == "anthropic":
         from .anthropic import AnthropicBackend
 
-        backend = AnthropicBackend(target, base_url=base_url, timeout=timeout, **common)
+        backend = AnthropicBackend(target, base_url=base_url, api_key_env=api_key_env, timeout=timeout, **common)
     elif provider == "scripted":
         from .scripted import ScriptedBackend
 

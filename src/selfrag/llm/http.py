@@ -1,7 +1,14 @@
-"""HTTP plumbing shared by the API backends: one client, error mapping, Retry-After."""
+"""HTTP plumbing shared by the API backends: one client, error mapping, Retry-After.
+
+``timeout`` bounds the whole call (connecting, sending, the server's wait and
+reading the whole body), not only each read: a server that drips bytes cannot
+hold a call longer than that. A call that runs out of time is a retryable
+:class:`BackendError`.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import json
 import time
@@ -10,6 +17,7 @@ from typing import Any
 import httpx
 
 from ..errors import BackendError
+from ..redaction import redact_secrets
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 
@@ -50,13 +58,28 @@ def provider_message(response: httpx.Response) -> str:
 
 
 class HTTPTransport:
-    """A lazily created ``httpx.AsyncClient`` that maps failures to :class:`BackendError`."""
+    """A lazily created ``httpx.AsyncClient`` that maps failures to :class:`BackendError`.
 
-    def __init__(self, base_url: str, headers: dict[str, str], timeout: float, label: str) -> None:
+    ``auth`` is a (user, password) pair sent as HTTP Basic auth; ``unauthorized_hint``
+    is added to HTTP 401/403 errors (e.g. that a key was withheld from this host).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        headers: dict[str, str],
+        timeout: float,
+        label: str,
+        *,
+        auth: tuple[str, str] | None = None,
+        unauthorized_hint: str | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self._headers = headers
         self._timeout = timeout
         self._label = label
+        self._auth = httpx.BasicAuth(*auth) if auth is not None else None
+        self._unauthorized_hint = unauthorized_hint
         self._client: httpx.AsyncClient | None = None
 
     def _get_client(self) -> httpx.AsyncClient:
@@ -64,6 +87,7 @@ class HTTPTransport:
             self._client = httpx.AsyncClient(
                 base_url=self.base_url,
                 headers=self._headers,
+                auth=self._auth,
                 timeout=httpx.Timeout(self._timeout, connect=min(10.0, self._timeout)),
                 limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
             )
@@ -72,18 +96,26 @@ class HTTPTransport:
     async def post_json(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
         client = self._get_client()
         try:
-            response = await client.post(path, json=payload)
-        except httpx.TimeoutException as exc:
-            raise BackendError(f"{self._label}: request timed out ({type(exc).__name__})", is_retryable=True) from exc
+            response = await asyncio.wait_for(client.post(path, json=payload), self._timeout)
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            raise BackendError(
+                f"{self._label}: no complete answer within {self._timeout:g} s "
+                f"({type(exc).__name__}; raise llm.timeout if the server is just slow)",
+                is_retryable=True,
+            ) from exc
         except httpx.TransportError as exc:
             raise BackendError(
-                f"{self._label}: cannot reach {self.base_url} ({type(exc).__name__}: {exc})",
+                f"{self._label}: cannot reach {redact_secrets(self.base_url)} "
+                f"({type(exc).__name__}: {redact_secrets(str(exc))})",
                 is_retryable=True,
             ) from exc
         if response.status_code >= 400:
             status = response.status_code
+            message = redact_secrets(provider_message(response))
+            if status in (401, 403) and self._unauthorized_hint:
+                message += f" ({self._unauthorized_hint})"
             raise BackendError(
-                f"{self._label}: HTTP {status}: {provider_message(response)}",
+                f"{self._label}: HTTP {status}: {message}",
                 status=status,
                 is_retryable=status in RETRYABLE_STATUS,
                 retry_after=parse_retry_after(response.headers.get("retry-after")),

@@ -1,23 +1,25 @@
 """Any OpenAI-compatible server: OpenAI itself, vLLM, llama.cpp's server, Ollama.
 
 Spec: ``openai:MODEL`` (https://api.openai.com/v1, key from ``OPENAI_API_KEY``)
-or ``openai:MODEL@BASE_URL`` (the key is optional for a local base URL).
+or ``openai:MODEL@BASE_URL``. ``OPENAI_API_KEY`` goes only to api.openai.com;
+a key for another server comes from the variable ``api_key_env`` names
+(``llm.api_key_env``), see :mod:`selfrag.llm.credentials`.
 Chat messages go to ``/chat/completions``; a plain-string prompt goes to
 ``/completions`` so fine-tuned models get their own prompt format untouched.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ..errors import BackendError, ConfigError
 from ..types import Generation, TokenLogprobs
 from .base import BaseBackend, LLMRequest, RetryPolicy
+from .credentials import PROVIDERS, resolve_credentials
 from .http import HTTPTransport
 from .pricing import Pricing, lookup_pricing
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_BASE_URL = PROVIDERS["openai"].default_url
 _COMPLETION_TOKENS_MODELS = ("o1", "o3", "o4", "gpt-5")
 
 
@@ -33,6 +35,7 @@ class OpenAIBackend(BaseBackend):
         *,
         base_url: str | None = None,
         api_key: str | None = None,
+        api_key_env: str | None = None,
         timeout: float = 120.0,
         pricing: Pricing | None = None,
         retry: RetryPolicy | None = None,
@@ -40,26 +43,33 @@ class OpenAIBackend(BaseBackend):
     ) -> None:
         if not model:
             raise ConfigError("openai backend needs a model name: openai:MODEL or openai:MODEL@BASE_URL")
-        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        if not key and base_url is None:
-            raise ConfigError(
-                "OPENAI_API_KEY is not set: export OPENAI_API_KEY=... "
-                "(or point at a local server with openai:MODEL@http://127.0.0.1:8000/v1)"
-            )
+        creds = resolve_credentials(
+            "openai",
+            base_url,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            missing_hint=" (or point at a local server with openai:MODEL@http://127.0.0.1:8000/v1)",
+        )
+        self.base_url = creds.base_url
+        self._display_url = creds.display_url
+        self._default_url = creds.is_default_url
         if pricing is None:
-            pricing = lookup_pricing("openai", model, self.base_url if base_url else None)
+            pricing = lookup_pricing("openai", model, None if creds.is_default_url else creds.base_url)
         super().__init__(model, pricing=pricing, retry=retry, **kwargs)
-        headers = {"Content-Type": "application/json"}
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        self._http = HTTPTransport(self.base_url, headers, timeout, label=f"openai:{model}")
+        self._http = HTTPTransport(
+            creds.base_url,
+            {"Content-Type": "application/json", **creds.headers()},
+            timeout,
+            label=f"openai:{model}",
+            auth=creds.basic_auth,
+            unauthorized_hint=creds.withheld_hint,
+        )
 
     @property
     def spec(self) -> str:
-        if self.base_url == DEFAULT_BASE_URL:
+        if self._default_url:
             return f"openai:{self.model}"
-        return f"openai:{self.model}@{self.base_url}"
+        return f"openai:{self.model}@{self._display_url}"
 
     async def _generate(self, request: LLMRequest) -> Generation:
         if request.prompt is not None:

@@ -14,7 +14,10 @@ list of them, one per position), ``prompt_tokens``, ``completion_tokens``,
 ``cost_usd`` and ``finish_reason``; ``{"error": "...", "status": 503}`` makes
 the call fail (retryable for 429 and 5xx statuses).
 
-Load one from a JSON file with the spec ``scripted:PATH``, or build it in Python::
+Load one from a JSON file with the spec ``scripted:PATH``; its spec (and so
+its cache key) is the file name plus a hash of the file's content, so another
+folder's ``replies.json`` or an edited script never replays stale answers. Or
+build one in Python::
 
     llm = ScriptedBackend(["yes", {"text": "Paris", "completion_tokens": 3}])
     llm.enqueue("another answer")
@@ -22,6 +25,7 @@ Load one from a JSON file with the spec ``scripted:PATH``, or build it in Python
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections import deque
@@ -105,13 +109,17 @@ class ScriptedBackend(BaseBackend):
         p = Path(path)
         if not p.is_file():
             raise DataError(f"scripted LLM file not found: {p} (give a JSON list or object of responses)")
+        raw = p.read_bytes()
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise DataError(f"{p}: not UTF-8 text; give a JSON list or object of responses") from None
         except json.JSONDecodeError as exc:
             raise DataError(f"{p}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
         if not isinstance(data, (list, dict)):
             raise DataError(f"{p}: expected a JSON list or object of responses, got {type(data).__name__}")
-        kwargs.setdefault("name", p.name)
+        # Known by content, not by name: the cache key changes when the script does.
+        kwargs.setdefault("name", f"{p.name}#{hashlib.sha256(raw).hexdigest()[:16]}")
         return cls(data, **kwargs)
 
     @property

