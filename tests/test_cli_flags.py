@@ -98,3 +98,12 @@ def test_cached_answers_follow_the_script_content(tmp_path, docs, capsys):
     assert ask(capsys, "q", "--docs", str(docs), "--llm", second, "--cache", cache)[1].startswith("from b")
     write_script(tmp_path / "a" / "replies.json", ["edited a"])
     assert ask(capsys, "q", "--docs", str(docs), "--llm", first, "--cache", cache)[1].startswith("edited a")
+
+
+def test_run_flags_are_strings_too(tmp_path, capsys):
+    # `selfrag run --llm` takes the spec as given, like `ask`: no YAML reading of "scripted:".
+    repo = Path(__file__).resolve().parents[1]
+    code = main(["run", str(repo / "configs" / "vanilla_rag.yaml"), "--llm", "scripted:",
+                 "--limit", "1", "--set", f"experiment.output_dir={tmp_path}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "scripted backend needs a file: scripted:PATH.json" in err, err

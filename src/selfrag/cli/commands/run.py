@@ -34,11 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> ExperimentConfig:
-    overrides = list(args.overrides)
+    overrides: list = list(args.overrides)
+    # Dedicated flags are taken as given (not YAML-parsed): (key, value, flag).
     if args.llm:
-        overrides.append(f"llm.spec={args.llm}")
+        overrides.append(("llm.spec", args.llm, "--llm"))
     if args.concurrency is not None:
-        overrides.append(f"run.concurrency={args.concurrency}")
+        overrides.append(("run.concurrency", args.concurrency, "--concurrency"))
     if args.resume:
         from ...eval.resume import resume_config
 
