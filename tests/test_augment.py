@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
+from selfrag.methods.critique import Critic, Task, drafts
+from selfrag.methods.critique.stages import adaptive_retrieval, critic_rerank, self_reflect
 from selfrag.methods.trace import Run
-from selfrag.reflection.augment import adaptive_retrieval, critic_rerank, self_reflect
-from selfrag.reflection.critic import Critic
 from selfrag.reflection.score import Weights
 from selfrag.types import Document, RetrievalResult
 from tests.conftest import StaticRetriever
@@ -41,7 +41,7 @@ def run_for(llm, retriever=None) -> Run:
 async def test_adaptive_retrieves_when_probability_exceeds_threshold(yes, no, threshold, retrieves):
     llm = ScriptedBackend([word(yes=yes, no=no)])
     run = run_for(llm)
-    choice = await adaptive_retrieval(Critic(llm), run, Q, mode="adaptive", threshold=threshold)
+    choice = await adaptive_retrieval(Critic(llm), run, Task(Q), mode="adaptive", threshold=threshold)
     assert choice.retrieve is retrieves
     assert choice.p == pytest.approx(yes / (yes + no))
     step = run.steps()[0]
@@ -74,7 +74,7 @@ def test_the_method_retrieves_exactly_when_p_exceeds_the_threshold(yes, no, thre
 async def test_always_and_never_call_no_model(mode, decision_):
     llm = ScriptedBackend([])
     run = run_for(llm)
-    choice = await adaptive_retrieval(Critic(llm), run, Q, mode=mode, threshold=0.2)
+    choice = await adaptive_retrieval(Critic(llm), run, Task(Q), mode=mode, threshold=0.2)
     assert choice.decision == decision_ and choice.p is None
     assert llm.calls == []
     [step] = run.steps()
@@ -86,7 +86,8 @@ async def test_segment_decision_continue_and_trace():
     llm = ScriptedBackend([decision(yes=0.2, no=0.1, cont=0.7)], model="selfrag")
     run = run_for(llm)
     choice = await adaptive_retrieval(
-        Critic(llm), run, Q, mode="adaptive", threshold=0.2, answer_so_far="Paris.", segment=True, have_passages=True
+        Critic(llm), run, Task(Q, answer_so_far="Paris.", segment=True), mode="adaptive", threshold=0.2,
+        have_passages=True,
     )
     assert choice.decision == "continue" and choice.uses_passages and not choice.retrieve
     details = run.steps()[0].details
@@ -98,7 +99,7 @@ async def test_segment_decision_continue_and_trace():
 async def test_unknown_retrieval_probability_retrieves_visibly():
     llm = ScriptedBackend([word(maybe=0.9)])
     run = run_for(llm)
-    choice = await adaptive_retrieval(Critic(llm), run, Q, mode="adaptive", threshold=0.2)
+    choice = await adaptive_retrieval(Critic(llm), run, Task(Q), mode="adaptive", threshold=0.2)
     assert choice.retrieve and choice.p is None
     assert run.steps()[0].details["decision_note"] == "retrieval probability unknown: retrieving"
 
@@ -169,7 +170,7 @@ async def test_self_reflection_regenerates_until_utility_reaches_four():
     )
     critic = Critic(llm)
     run = run_for(llm)
-    [start] = await critic.drafts(run, Q, [DOCS[0]])
+    [start] = await drafts(critic, run, Task(Q), [DOCS[0]])
     assert start.rating == 2.0
     calls_before = len(llm.calls)
     out = await self_reflect(critic, run, Q, start, weights=Weights(use_seq_score=False), max_iterations=3, min_utility=4)
@@ -195,7 +196,7 @@ async def test_self_reflection_keeps_the_best_answer_seen_and_stops_at_max_itera
     )
     critic = Critic(llm)
     run = run_for(llm)
-    [start] = await critic.drafts(run, Q, [DOCS[0]])
+    [start] = await drafts(critic, run, Task(Q), [DOCS[0]])
     out = await self_reflect(critic, run, Q, start, weights=Weights(use_seq_score=False), max_iterations=2, min_utility=4)
     assert [it["answer"] for it in out.iterations] == ["Lyon", "Nice", "Lille"]
     assert out.best is start and not out.changed
@@ -214,7 +215,7 @@ async def test_self_reflection_does_not_regenerate_without_a_utility_reading():
     )
     critic = Critic(llm)
     run = run_for(llm)
-    [start] = await critic.drafts(run, Q, [DOCS[0]])
+    [start] = await drafts(critic, run, Task(Q), [DOCS[0]])
     calls = len(llm.calls)
     out = await self_reflect(critic, run, Q, start, weights=Weights(), max_iterations=3, min_utility=4)
     assert len(llm.calls) == calls

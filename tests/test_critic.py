@@ -6,8 +6,9 @@ import pytest
 
 from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
+from selfrag.methods.critique import Critic, CriticConfig, Task, choose_source, drafts
 from selfrag.methods.trace import Run
-from selfrag.reflection.critic import Critic, CriticConfig, choose_source, first_sentence
+from selfrag.reflection.readings import first_sentence
 from selfrag.reflection.score import Weights
 from selfrag.types import Document
 from tests.helpers.reflection import decision, lp, segment, word
@@ -18,14 +19,18 @@ Q = "What is the capital of France?"
 
 
 class FakeBackend:
-    """Only the capability attributes choose_source looks at."""
+    """Only the capabilities choose_source reads (the LLMBackend protocol's names)."""
 
     def __init__(self, *, logprobs=True, raw=True, model="m", vocab=None):
         self.supports_logprobs = logprobs
         self.supports_raw_prompt = raw
         self.model = model
-        if vocab is not None:
-            self.tokenize = lambda text: [7] if vocab else [1, 2, 3]
+        self.vocab = vocab
+        self.decodes_serially = False
+
+    def tokenize(self, text):
+        # None: no tokenizer; else [Retrieval] as one token or as three.
+        return None if self.vocab is None else [7] if self.vocab else [1, 2, 3]
 
 
 def run_for(llm) -> Run:
@@ -87,7 +92,7 @@ def test_embedded_model_has_no_reflection_tokens(embedded_llm):
 async def test_label_probs_read_with_one_token_calls():
     llm = ScriptedBackend([word(Yes=0.5, yes=0.1, No=0.2, maybe=0.2)])
     run = run_for(llm)
-    reading, step = await Critic(llm).retrieval(run, Q)
+    reading, step = await Critic(llm).retrieval(run, Task(Q))
     assert reading.source == "label_probs"
     assert reading.raw == pytest.approx({"yes": 0.6, "no": 0.2, "continue": 0.0})
     assert reading.value == pytest.approx(0.75)  # 0.6 / (0.6 + 0.2)
@@ -100,7 +105,7 @@ async def test_label_probs_read_with_one_token_calls():
 
 async def test_text_source_counts_the_written_label_as_probability_one():
     llm = ScriptedBackend(["Yes, it does."], supports_logprobs=False)
-    reading, step = await Critic(llm).retrieval(run_for(llm), Q)
+    reading, step = await Critic(llm).retrieval(run_for(llm), Task(Q))
     assert reading.source == "text"
     assert reading.raw == {"yes": 1.0, "no": 0.0, "continue": 0.0}
     assert llm.calls[0].top_logprobs == 0 and llm.calls[0].max_tokens == 8
@@ -109,7 +114,7 @@ async def test_text_source_counts_the_written_label_as_probability_one():
 
 async def test_an_unreadable_text_label_has_no_mass():
     llm = ScriptedBackend(["I am not sure."], supports_logprobs=False)
-    reading, step = await Critic(llm).retrieval(run_for(llm), Q)
+    reading, step = await Critic(llm).retrieval(run_for(llm), Task(Q))
     assert reading.probs is None and reading.value is None
     assert step.details["probs"] == "none (no probability mass)"
     assert step.details["note"] == "no label in the text"
@@ -118,7 +123,7 @@ async def test_an_unreadable_text_label_has_no_mass():
 async def test_missing_log_probs_are_reported_not_hidden():
     # The backend claims log-probabilities but this response has none: the text label is used, visibly.
     llm = ScriptedBackend(["no"])
-    reading, step = await Critic(llm).retrieval(run_for(llm), Q)
+    reading, step = await Critic(llm).retrieval(run_for(llm), Task(Q))
     assert reading.source == "text"
     assert reading.raw["no"] == 1.0
     assert "no log-probabilities" in step.details["note"]
@@ -126,7 +131,7 @@ async def test_missing_log_probs_are_reported_not_hidden():
 
 async def test_reflection_retrieval_reads_the_special_tokens():
     llm = ScriptedBackend([decision(yes=0.3, no=0.1)], model="selfrag_llama2_7b")
-    reading, _ = await Critic(llm).retrieval(run_for(llm), Q, answer_so_far="Paris is big. ")
+    reading, _ = await Critic(llm).retrieval(run_for(llm), Task(Q, answer_so_far="Paris is big. "))
     assert reading.value == pytest.approx(0.75)
     assert llm.calls[0].prompt == f"### Instruction:\n{Q}\n\n### Response:\nParis is big."
 
@@ -150,8 +155,8 @@ def label_script():
 async def test_instruction_drafts_budget_scores_and_grouped_trace():
     llm = ScriptedBackend(label_script())
     run = run_for(llm)
-    drafts = await Critic(llm).drafts(run, Q, [DOC_A, DOC_B])
-    a, b = drafts
+    out = await drafts(Critic(llm), run, Task(Q), [DOC_A, DOC_B])
+    a, b = out
     assert (a.text, b.text) == ("Paris", "Lyon")
     assert a.rel == pytest.approx(0.8) and a.sup == pytest.approx(0.8)  # 0.6 + 0.5·0.4
     assert a.use == pytest.approx(0.75) and a.rating == pytest.approx(4.5)
@@ -175,7 +180,7 @@ async def test_instruction_drafts_budget_scores_and_grouped_trace():
 
 async def test_prompts_put_the_question_before_the_passage_for_prefix_sharing():
     llm = ScriptedBackend(label_script())
-    await Critic(llm).drafts(run_for(llm), Q, [DOC_A, DOC_B])
+    await drafts(Critic(llm), run_for(llm), Task(Q), [DOC_A, DOC_B])
     rel_prompts = [c.prompt_text() for c in llm.calls if "relevant or irrelevant" in c.prompt_text()]
     assert len(rel_prompts) == 2
     shared = 0
@@ -196,7 +201,7 @@ async def test_reflection_drafts_one_call_per_passage():
         model="selfrag_llama2_7b",
     )
     run = run_for(llm)
-    a, b = await Critic(llm, answer_tokens=32).drafts(run, Q, [DOC_A, DOC_B])
+    a, b = await drafts(Critic(llm, answer_tokens=32), run, Task(Q), [DOC_A, DOC_B])
     assert len(llm.calls) == 2
     assert llm.calls[0].prompt == (
         f"### Instruction:\n{Q}\n\n### Response:\n[Retrieval]<paragraph>Doc A\n{DOC_A.text}</paragraph>"
@@ -215,7 +220,7 @@ async def test_reflection_drafts_one_call_per_passage():
 async def test_reflection_draft_without_a_support_token_is_missing_not_minus_100():
     llm = ScriptedBackend({"<paragraph>": segment("Paris", rel=0.9)}, model="selfrag")
     run = run_for(llm)
-    [draft] = await Critic(llm).drafts(run, Q, [DOC_A])
+    [draft] = await drafts(Critic(llm), run, Task(Q), [DOC_A])
     assert draft.sup is None and draft.use is None
     breakdown = draft.score(Weights())
     assert breakdown.missing == ("sup", "use")
@@ -228,7 +233,7 @@ async def test_reflection_text_only_backend_parses_tokens_from_text():
         model="selfrag_llama2_7b", supports_logprobs=False,
     )
     run = run_for(llm)
-    [draft] = await Critic(llm).drafts(run, Q, [DOC_A])
+    [draft] = await drafts(Critic(llm), run, Task(Q), [DOC_A])
     assert draft.text == "Paris"
     assert (draft.rel, draft.sup, draft.use) == (1.0, 0.5, 0.5)
     assert draft.readings["support"].source == "text"
@@ -250,7 +255,7 @@ async def test_segment_drafts_cut_to_one_sentence_and_ask_if_final():
         }
     )
     run = run_for(llm)
-    [draft] = await Critic(llm, segment_tokens=20).drafts(run, Q, [DOC_A], answer_so_far="Mars is red.", segment=True)
+    [draft] = await drafts(Critic(llm, segment_tokens=20), run, Task(Q, answer_so_far="Mars is red.", segment=True), [DOC_A])
     assert draft.text == "Mars has two moons."
     assert draft.seq == pytest.approx(2.718281828 ** -0.3)  # the two tokens kept, not the third
     assert draft.final is False  # P(yes) = 0.3
@@ -262,9 +267,9 @@ async def test_segment_drafts_cut_to_one_sentence_and_ask_if_final():
 
 async def test_known_relevance_is_not_asked_again():
     llm = ScriptedBackend(label_script())
-    first = await Critic(llm).drafts(run_for(llm), Q, [DOC_A])
+    first = await drafts(Critic(llm), run_for(llm), Task(Q), [DOC_A])
     before = len(llm.calls)
-    await Critic(llm).drafts(run_for(llm), Q, [DOC_A], known=[first[0].readings["relevance"]])
+    await drafts(Critic(llm), run_for(llm), Task(Q), [DOC_A], known=[first[0].readings["relevance"]])
     assert len(llm.calls) - before == 3  # generate, support, utility
 
 
@@ -277,9 +282,9 @@ def test_first_sentence():
 # -- call schedule ---------------------------------------------------------------------
 
 
-def test_schedule_auto_is_sequential_for_in_process_llama_cpp():
+def test_schedule_auto_is_sequential_for_a_backend_that_decodes_serially():
     serial = FakeBackend()
-    serial.provider = "llamacpp"
+    serial.decodes_serially = True
     assert Critic(serial).sequential and Critic(serial).describe()["schedule"] == "sequential"
     assert not Critic(FakeBackend()).sequential
     assert Critic(FakeBackend(), CriticConfig(schedule="sequential")).sequential
@@ -288,7 +293,7 @@ def test_schedule_auto_is_sequential_for_in_process_llama_cpp():
 async def test_sequential_schedule_keeps_each_candidates_calls_together_sharing_the_passage_prefix():
     llm = ScriptedBackend(label_script())
     run = run_for(llm)
-    await Critic(llm, CriticConfig(schedule="sequential")).drafts(run, Q, [DOC_A, DOC_B])
+    await drafts(Critic(llm, CriticConfig(schedule="sequential")), run, Task(Q), [DOC_A, DOC_B])
     texts = [c.prompt_text() for c in llm.calls]
     kinds = ["relevant or irrelevant", "Answer the question", "fully, partially or no", "1, 2, 3, 4 or 5"]
     assert [next(k for k in kinds if k in t) for t in texts] == kinds * 2

@@ -9,6 +9,7 @@ import pytest
 
 from selfrag.config import DataSection
 from selfrag.errors import ConfigError, DataError
+from selfrag.config import DATASETS
 from selfrag.eval.datasets import available_datasets, load_dataset
 from selfrag.eval.mmlu_evidence import parse_input
 from selfrag.eval.records import InvalidRecord
@@ -22,6 +23,7 @@ def data(**kwargs) -> DataSection:
 
 def test_registry_names():
     assert available_datasets() == ["hotpotqa", "pubmedqa", "mmlu_evidence", "jsonl", "demo"]
+    assert tuple(available_datasets()) == DATASETS  # the names configs may give
     with pytest.raises(Exception, match="unknown dataset"):
         DataSection(dataset="squad")
 

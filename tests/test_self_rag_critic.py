@@ -14,7 +14,7 @@ from selfrag.config import load_config
 from selfrag.data import demo_corpus
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
-from selfrag.reflection.augment import WeightsConfig
+from selfrag.methods.critique.stages import WeightsConfig
 from selfrag.reflection.score import Weights
 from selfrag.retrieval.registry import create_retriever
 from selfrag.types import RetrievalResult

@@ -198,7 +198,7 @@ async def test_a_repeated_segment_ends_the_beam_without_adding_score(mars_retrie
 
 
 def test_keep_best_ranks_by_cumulative_score_and_drops_duplicate_answers():
-    from selfrag.reflection.critic import Draft
+    from selfrag.reflection.readings import Draft
 
     def beam(id_, texts, scores, final=False):
         return Beam(id=id_, segments=tuple(Draft(t, None) for t in texts), scores=tuple(scores), final=final)

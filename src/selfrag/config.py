@@ -79,6 +79,10 @@ class RetrievalSection(StrictModel):
     dense_weight: float = Field(0.5, ge=0)
 
 
+# The dataset names a config may give; selfrag.eval.datasets has one loader for each.
+DATASETS = ("hotpotqa", "pubmedqa", "mmlu_evidence", "jsonl", "demo")
+
+
 class DataSection(StrictModel):
     """Which questions to run (loaders in :mod:`selfrag.eval.datasets`).
 
@@ -99,10 +103,8 @@ class DataSection(StrictModel):
     @field_validator("dataset")
     @classmethod
     def _known_dataset(cls, value: str) -> str:
-        from .eval.datasets import available_datasets
-
-        if value not in available_datasets():
-            raise ValueError(f"unknown dataset; use one of: {', '.join(available_datasets())}")
+        if value not in DATASETS:
+            raise ValueError(f"unknown dataset; use one of: {', '.join(DATASETS)}")
         return value
 
 

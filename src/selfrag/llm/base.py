@@ -30,6 +30,12 @@ class Message:
     content: str
 
 
+def chat(system: str | None, user: str) -> tuple[Message, ...]:
+    """A one-turn chat prompt: an optional system message and a user message."""
+    user_message = Message("user", user)
+    return (Message("system", system), user_message) if system else (user_message,)
+
+
 # A prompt is either chat messages (sent through the model's chat template) or a
 # plain string (sent as is, with no template: completion style).
 Prompt = str | Sequence[Message | Mapping[str, str]]
@@ -113,12 +119,23 @@ def build_request(
 
 @runtime_checkable
 class LLMBackend(Protocol):
-    """What every backend offers. Capabilities are attributes."""
+    """What every backend offers. Capabilities are attributes; methods read them, never sniff.
+
+    * ``supports_logprobs``: ``generate(top_logprobs=k)`` returns per-token alternatives;
+    * ``supports_json``: ``response_format="json"`` constrains the output to a JSON object;
+    * ``supports_raw_prompt``: a plain-string prompt is sent with no chat template;
+    * ``decodes_serially``: the backend decodes one call at a time (in-process
+      llama.cpp), so concurrent calls buy nothing and call order buys prefix reuse;
+    * ``tokenize(text)``: the model's token ids, or ``None`` when the backend has no tokenizer.
+    """
 
     provider: str
     model: str
+    spec: str
     supports_logprobs: bool
     supports_json: bool
+    supports_raw_prompt: bool
+    decodes_serially: bool
 
     async def generate(
         self,
@@ -132,6 +149,8 @@ class LLMBackend(Protocol):
     ) -> Generation: ...
 
     def count_tokens(self, text: str) -> int: ...
+
+    def tokenize(self, text: str) -> list[int] | None: ...
 
     async def aclose(self) -> None: ...
 
@@ -180,6 +199,8 @@ class BaseBackend(RequestGenerator):
     supports_json: bool = False
     # Whether a plain-string prompt is sent without any chat template.
     supports_raw_prompt: bool = False
+    # Whether calls are decoded one at a time (see LLMBackend).
+    decodes_serially: bool = False
 
     def __init__(
         self,
@@ -228,6 +249,10 @@ class BaseBackend(RequestGenerator):
 
     def count_tokens(self, text: str) -> int:
         return approx_token_count(text)
+
+    def tokenize(self, text: str) -> list[int] | None:
+        """The model's token ids; ``None``: this backend has no tokenizer."""
+        return None
 
     async def aclose(self) -> None:
         return None

@@ -82,6 +82,7 @@ class LlamaCppBackend(BaseBackend):
     supports_logprobs = True
     supports_json = False
     supports_raw_prompt = True
+    decodes_serially = True
 
     def __init__(
         self,

@@ -27,8 +27,7 @@ once per question.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
 from pydantic import Field
@@ -50,6 +49,7 @@ from ..reflection.select import best_index, combined_score, separate_key, separa
 from ..types import ArchitectureType, Candidate, Document, Question
 from .answer_format import answer_kind, answer_system
 from .base import Method, MethodConfig, Outcome
+from .concurrency import gather_in_order
 from .context import format_passage, truncate_to_tokens
 from .registry import register
 from .text import clean_answer
@@ -101,17 +101,6 @@ def decision_template(path: str | None) -> str:
             f"and no other (found {sorted(fields) or 'none'})"
         )
     return template
-
-
-async def gather_in_order(coros: Iterable[Awaitable[T]]) -> list[T]:
-    """Run concurrently; results in the given order; on failure cancel the rest."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        raise
 
 
 def _user(content: str) -> list[dict[str, str]]:

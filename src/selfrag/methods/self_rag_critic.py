@@ -11,7 +11,13 @@ from __future__ import annotations
 from pydantic import Field
 
 from ..reflection import score as S
-from ..reflection.augment import (
+from ..reflection.readings import Draft
+from ..types import ArchitectureType, Document, Question
+from .answer_format import answer_format
+from .base import Method, MethodConfig, Outcome
+from .critique import Critic, CriticConfig, Task
+from .critique import drafts as write_drafts
+from .critique.stages import (
     AdaptiveConfig,
     ReflectionConfig,
     RerankConfig,
@@ -21,10 +27,6 @@ from ..reflection.augment import (
     critic_rerank,
     self_reflect,
 )
-from ..reflection.critic import Critic, CriticConfig, Draft
-from ..types import ArchitectureType, Document, Question
-from .answer_format import answer_format
-from .base import Method, MethodConfig, Outcome
 from .registry import register
 from .text import clean_answer
 from .trace import Run
@@ -69,7 +71,7 @@ class SelfRagCritic(Method):
             details=critic.describe(),
         )
         q = question.text
-        decision = await adaptive_retrieval(critic, run, q, mode=cfg.adaptive.mode, threshold=cfg.adaptive.threshold)
+        decision = await adaptive_retrieval(critic, run, Task(q), mode=cfg.adaptive.mode, threshold=cfg.adaptive.threshold)
         drafts: list[Draft]
         dropped: list[Draft] = []
         retrieved = False
@@ -77,14 +79,14 @@ class SelfRagCritic(Method):
             result = await run.retrieve(q, cfg.top_k, thought="Stage: retrieve passages for the question.")
             retrieved = bool(result.documents)
         if not retrieved:
-            drafts = await critic.drafts(run, q, [None])
+            drafts = await write_drafts(critic, run, Task(q), [None])
         elif cfg.rerank.enabled:
             reranked = await critic_rerank(critic, run, q, result, weights=weights, top_k=cfg.rerank.top_k)
             drafts = [s.draft for s in reranked.kept]
             dropped = [s.draft for s in reranked.ranked[cfg.rerank.top_k :]]
         else:
             passages: list[Document | None] = list(result.documents)
-            drafts = await critic.drafts(run, q, passages)
+            drafts = await write_drafts(critic, run, Task(q), passages)
 
         breakdowns = [d.score(weights) for d in drafts]
         order = S.rank([b.total for b in breakdowns], len(drafts))

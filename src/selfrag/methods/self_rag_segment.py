@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from ..reflection import score as S
-from ..reflection.augment import AdaptiveConfig, WeightsConfig, adaptive_retrieval, as_candidate
-from ..reflection.critic import Critic, CriticConfig, Draft
+from ..reflection.readings import Draft
 from ..types import ArchitectureType, Document, Question
 from .base import Method, MethodConfig, Outcome
+from .critique import Critic, CriticConfig, Task
+from .critique import drafts as write_drafts
+from .critique.stages import AdaptiveConfig, WeightsConfig, adaptive_retrieval, as_candidate
 from .registry import register
 from .trace import Run, shorten
 
@@ -170,9 +172,10 @@ class SelfRagSegment(Method):
         """Decide retrieval for the next segment of ``beam``, write one candidate per passage, score them."""
         cfg: SelfRagSegmentConfig = self.config
         so_far = beam.text
+        task = Task(question, answer_so_far=so_far, segment=True)
         choice = await adaptive_retrieval(
-            critic, run, question, mode=cfg.adaptive.mode, threshold=cfg.adaptive.threshold,
-            answer_so_far=so_far, segment=True, have_passages=bool(beam.passages),
+            critic, run, task, mode=cfg.adaptive.mode, threshold=cfg.adaptive.threshold,
+            have_passages=bool(beam.passages),
         )
         passages: tuple[Document, ...] = ()
         if choice.decision == "yes":
@@ -182,7 +185,7 @@ class SelfRagSegment(Method):
         elif choice.decision == "continue":
             passages = beam.passages
         slots: list[Document | None] = list(passages) or [None]
-        drafts = await critic.drafts(run, question, slots, answer_so_far=so_far, segment=True)
+        drafts = await write_drafts(critic, run, task, slots)
         out = []
         rows = []
         for i, draft in enumerate(drafts):

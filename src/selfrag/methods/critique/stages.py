@@ -1,4 +1,4 @@
-"""Self-BioRAG-style augmentations built on the critic, usable by any method through config.
+"""Seed 002's augmentation stages (Self-BioRAG), built on the critic.
 
 * :func:`adaptive_retrieval` — ``mode: adaptive | always | never``; adaptive
   retrieves exactly when the retrieval probability exceeds ``threshold``.
@@ -21,11 +21,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..methods.trace import Run, shorten
-from ..types import Candidate, Document, RetrievalResult
-from ..validation import StrictModel
-from . import score as S
-from .critic import Critic, Draft, Feedback, Reading
+from ...reflection import score as S
+from ...reflection.readings import Draft, Feedback, Reading
+from ...types import Candidate, Document, RetrievalResult
+from ...validation import StrictModel
+from ..trace import Run, shorten
+from .critic import Critic, Task
+from .drafts import drafts as write_drafts
 
 
 class AdaptiveConfig(StrictModel):
@@ -82,15 +84,13 @@ class RetrievalChoice:
 async def adaptive_retrieval(
     critic: Critic,
     run: Run,
-    question: str,
+    task: Task,
     *,
     mode: str,
     threshold: float,
-    answer_so_far: str = "",
-    segment: bool = False,
     have_passages: bool = False,
 ) -> RetrievalChoice:
-    """Decide whether to retrieve (``segment=True`` adds "continue": reuse the passages at hand)."""
+    """Decide whether to retrieve (a segment ``task`` adds "continue": reuse the passages at hand)."""
     stage = "adaptive retrieval"
     if mode in ("always", "never"):
         decision = "yes" if mode == "always" else "no"
@@ -101,15 +101,15 @@ async def adaptive_retrieval(
             details={"stage": stage, "mode": mode, "decision": decision},
         )
         return RetrievalChoice(decision, None, mode)
-    reading, step = await critic.retrieval(run, question, answer_so_far=answer_so_far, segment=segment)
+    reading, step = await critic.retrieval(run, task)
     probs = reading.probs
     p_ret = S.p_retrieve(probs) if probs is not None else None
     details: dict[str, Any] = {"stage": stage, "mode": mode, "threshold": threshold, "p_retrieve": _r(p_ret)}
-    if segment:
+    if task.segment:
         # The evidence probability counts "continue" with "yes" (see score.segment_decision).
         decision, p = S.segment_decision(probs, threshold, have_passages=have_passages)
         details["p_evidence"] = _r(p)
-        details["answer_so_far"] = shorten(answer_so_far, 120) if answer_so_far else "(nothing yet)"
+        details["answer_so_far"] = shorten(task.answer_so_far, 120) if task.answer_so_far else "(nothing yet)"
         name = "p_evidence"
     else:
         p = p_ret
@@ -160,7 +160,7 @@ async def critic_rerank(
 ) -> RerankResult:
     """Write and critique one candidate per retrieved passage; order by the critic score; keep ``top_k``."""
     docs: list[Document | None] = list(result.documents)
-    drafts = await critic.drafts(run, question, docs)
+    drafts = await write_drafts(critic, run, Task(question), docs)
     scored = [
         Scored(d, i, result.scores[i] if i < len(result.scores) else None, d.critic_score(weights))
         for i, d in enumerate(drafts)
@@ -233,8 +233,8 @@ async def self_reflect(
             stop = f"utility {rating:.2f} >= {min_utility}"
             break
         known: Sequence[Reading | None] = [current.readings.get("relevance")]
-        [draft] = await critic.drafts(
-            run, question, [current.passage], feedback=Feedback(current.text, rating), known=known
+        [draft] = await write_drafts(
+            critic, run, Task(question, feedback=Feedback(current.text, rating)), [current.passage], known=known
         )
         draft_score = draft.score(weights)
         iterations.append(_iteration(i, draft, draft_score, changed=draft.text.strip() != current.text.strip()))

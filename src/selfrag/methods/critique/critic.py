@@ -1,0 +1,170 @@
+"""The critic: asks a backend for Self-RAG's critiques and reads them as probabilities.
+
+One :class:`Critic` per question and backend. It knows where critique
+probabilities come from (:mod:`.source`), how its calls are scheduled
+(concurrently, or one after another on a backend that decodes serially, in
+an order that maximises prompt-prefix reuse), and how to read one critique
+(:meth:`Critic.read`). Candidate writing lives in :mod:`.drafts`; the
+augmentation stages built on the critic in :mod:`.stages`.
+
+Prompts put the shared parts first (instructions, question, answer so far)
+and the passage last, so calls about one question share the longest prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from pydantic import Field
+
+from ...llm.base import LLMBackend, Prompt, chat
+from ...prompts import load_prompt, render
+from ...reflection import score as S
+from ...reflection.readings import Feedback, Reading
+from ...reflection.tokens import (
+    LABEL_GROUPS,
+    REFLECTION_GROUPS,
+    TokenGroup,
+    find_label,
+    instruction_prompt,
+)
+from ...validation import StrictModel
+from ..answer_format import SHORT_ANSWER_FORMAT
+from ..concurrency import gather_in_order
+from ..trace import Run, StepRecord
+from .source import SourceChoice, choose_source
+
+T = TypeVar("T")
+
+
+class CriticConfig(StrictModel):
+    """Where critique probabilities come from."""
+
+    source: Literal["auto", "reflection_tokens", "label_probs", "text"] = "auto"
+    # Alternatives read per position (backends give at most 20).
+    top_logprobs: int = Field(20, ge=1, le=20)
+    # Tokens a text critique may use to write its label.
+    text_max_tokens: int = Field(8, ge=1, le=64)
+    # How independent calls run: concurrently, or one after another in an order that
+    # maximises KV-cache prefix reuse. auto: sequential for backends that decode one
+    # call at a time (in-process llama.cpp), concurrent otherwise.
+    schedule: Literal["auto", "concurrent", "sequential"] = "auto"
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the critic works on: a whole answer to ``question``, or its next segment.
+
+    ``segment`` asks for one more sentence after ``answer_so_far`` (the
+    segment-level loop); ``feedback`` carries the previous attempt when
+    self-reflection regenerates.
+    """
+
+    question: str
+    answer_so_far: str = ""
+    segment: bool = False
+    feedback: Feedback | None = None
+
+
+class Critic:
+    """Reads critiques and writes candidates for one backend (see the module docstring)."""
+
+    def __init__(
+        self,
+        llm: LLMBackend,
+        config: CriticConfig | None = None,
+        *,
+        answer_tokens: int = 64,
+        segment_tokens: int = 48,
+        answer_format: str = SHORT_ANSWER_FORMAT,
+    ) -> None:
+        self.llm = llm
+        self.config = config or CriticConfig()
+        self.answer_tokens = answer_tokens
+        self.segment_tokens = segment_tokens
+        # The instruction line of answer prompts (see selfrag.methods.answer_format).
+        self.answer_format = answer_format
+        self._choice: SourceChoice | None = None
+
+    @property
+    def choice(self) -> SourceChoice:
+        if self._choice is None:
+            self._choice = choose_source(self.llm, self.config.source)
+        return self._choice
+
+    @property
+    def sequential(self) -> bool:
+        if self.config.schedule != "auto":
+            return self.config.schedule == "sequential"
+        return self.llm.decodes_serially
+
+    def describe(self) -> dict[str, str]:
+        """The critique source and call schedule, for the trace."""
+        return {**self.choice.as_dict(), "schedule": "sequential" if self.sequential else "concurrent"}
+
+    async def gather(self, coros: Sequence[Awaitable[T]]) -> list[T]:
+        """Run ``coros`` concurrently, or in order when the schedule is sequential."""
+        return await gather_in_order(coros, sequential=self.sequential)
+
+    @property
+    def reflection(self) -> bool:
+        return self.choice.prompt_format == "reflection_tokens"
+
+    def groups(self) -> dict[str, TokenGroup]:
+        return REFLECTION_GROUPS if self.reflection else LABEL_GROUPS
+
+    # -- one critique ---------------------------------------------------------
+
+    async def read(
+        self, run: Run, group: str, prompt: Prompt, *, action: str, thought: str, action_input: str
+    ) -> tuple[Reading, StepRecord]:
+        """One critique call: next-token label probabilities, or the written label for ``text``."""
+        spec = self.groups()[group]
+        if self.choice.source == "text":
+            step = await run.generate(
+                prompt, action=action, thought=thought, action_input=action_input,
+                max_tokens=self.config.text_max_tokens, top_logprobs=0,
+            )
+            label = find_label(step.text, spec)
+            reading = Reading(group, S.label_probs(label, spec), "text", "" if label else "no label in the text")
+        else:
+            step = await run.generate(
+                prompt, action=action, thought=thought, action_input=action_input,
+                max_tokens=1, top_logprobs=self.config.top_logprobs,
+            )
+            gen = step.gen
+            if gen is not None and gen.logprobs:
+                reading = Reading(group, S.group_probs(gen.logprobs[0].top, spec), self.choice.source)
+            else:
+                label = find_label(step.text, spec)
+                reading = Reading(
+                    group, S.label_probs(label, spec), "text",
+                    "the backend returned no log-probabilities; read the text label",
+                )
+        step.details.update(reading.details())
+        step.observation = reading.summary()
+        return reading, step
+
+    def messages(self, system: str, user: str) -> tuple[Any, ...]:
+        """A chat prompt with the named packaged system prompt."""
+        return chat(load_prompt(system), user)
+
+    def critique_prompt(self, name: str, **values: str) -> tuple[Any, ...]:
+        return self.messages("critic_system", render(load_prompt(name), **values))
+
+    async def retrieval(self, run: Run, task: Task) -> tuple[Reading, StepRecord]:
+        """Does the next part of the answer need passages? (``retrieve`` group: yes/no/continue)."""
+        if self.reflection:
+            prompt: Prompt = instruction_prompt(task.question) + task.answer_so_far.strip()
+        elif task.segment:
+            prompt = self.critique_prompt(
+                "segment_retrieve", question=task.question, answer=task.answer_so_far or "(nothing yet)"
+            )
+        else:
+            prompt = self.critique_prompt("critic_retrieve", question=task.question)
+        return await self.read(
+            run, "retrieve", prompt, action="critique_retrieval",
+            thought="Does the answer need retrieved passages?", action_input=task.question,
+        )

@@ -1,0 +1,82 @@
+"""Where critique probabilities come from, chosen once per backend.
+
+* ``reflection_tokens``: a fine-tuned Self-RAG model (``[Retrieval]``,
+  ``[Relevant]``, ``[Fully supported]``, ``[Utility:5]``, ...), prompted in its
+  own ``### Instruction:`` format; critiques are read from the top
+  log-probabilities where the model wrote its reflection tokens (as the paper does).
+* ``label_probs``: an instruction model asked one question per critique,
+  answered with a label word; one ``max_tokens=1`` call reads the next-token
+  probabilities of the label words.
+* ``text``: a backend without log-probabilities (e.g. Anthropic): the label
+  the model wrote counts as probability 1. Chosen visibly, never silently.
+
+``auto`` picks reflection tokens when the tokenizer has ``[Retrieval]`` as a
+single token or, for backends without a tokenizer, when the model name looks
+like a Self-RAG fine-tune; otherwise label probabilities when the backend
+returns log-probabilities, else text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ...errors import ConfigError
+from ...llm.base import LLMBackend
+from ...reflection.tokens import RETRIEVAL
+
+SOURCES = ("reflection_tokens", "label_probs", "text")
+_SELF_RAG_NAME = re.compile(r"self[-_ ]?(bio)?rag", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SourceChoice:
+    source: str  # reflection_tokens | label_probs | text
+    prompt_format: str  # reflection_tokens | instruction
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"critique_source": self.source, "prompt_format": self.prompt_format, "reason": self.reason}
+
+
+def has_reflection_vocabulary(llm: LLMBackend) -> bool | None:
+    """Whether the backend's tokenizer has ``[Retrieval]`` as one token; ``None`` without a tokenizer."""
+    try:
+        ids = llm.tokenize(RETRIEVAL)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    return None if ids is None else len(ids) == 1
+
+
+def choose_source(llm: LLMBackend, requested: str = "auto") -> SourceChoice:
+    """Decide the critique source for ``llm`` (see the module docstring)."""
+    if requested not in ("auto", *SOURCES):
+        raise ConfigError(f"critic.source {requested!r} is not one of auto, {', '.join(SOURCES)}")
+    logprobs = llm.supports_logprobs
+    raw = llm.supports_raw_prompt
+    if requested == "reflection_tokens":
+        if not raw:
+            raise ConfigError(
+                "critic.source=reflection_tokens needs a backend that sends plain prompts "
+                "(llamacpp:/path/model.gguf or openai:MODEL@URL)"
+            )
+        fmt, why = "reflection_tokens", "configured"
+    elif requested == "label_probs":
+        fmt, why = "instruction", "configured"
+    else:
+        vocab = has_reflection_vocabulary(llm) if raw else False
+        model = str(llm.model)
+        if raw and vocab:
+            fmt, why = "reflection_tokens", "the tokenizer has [Retrieval] as one token"
+        elif raw and vocab is None and _SELF_RAG_NAME.search(model):
+            fmt, why = "reflection_tokens", f"model name {model!r} looks like a Self-RAG fine-tune"
+        else:
+            fmt, why = "instruction", "no reflection tokens: asking label questions"
+        if requested == "text":
+            why = f"configured; {why}"
+    if requested == "text":
+        return SourceChoice("text", fmt, why)
+    if not logprobs:
+        return SourceChoice("text", fmt, f"{why}; the backend gives no log-probabilities, so text labels count as probability 1")
+    source = "reflection_tokens" if fmt == "reflection_tokens" else "label_probs"
+    return SourceChoice(source, fmt, why)
