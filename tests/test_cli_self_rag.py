@@ -57,6 +57,8 @@ def test_combined_json_reports_one_plus_two_n_calls(tmp_path, docs_dir, capsys):
         "2",
         "--set",
         "self_rag.num_candidates=2",
+        "--set",
+        "self_rag.joint_candidate=false",
         "--json",
     )
     assert code == 0, err
@@ -117,6 +119,8 @@ def test_separate_json_reports_one_plus_four_k_calls(tmp_path, docs_dir, capsys)
         "2",
         "--set",
         "self_rag.critique=separate",
+        "--set",
+        "self_rag.joint_candidate=false",
         "--json",
     )
     assert code == 0, err

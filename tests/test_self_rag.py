@@ -45,6 +45,8 @@ def keyed(decision, passages=None, utilities=None, direct=None) -> ScriptedBacke
 
 
 def self_rag(llm, retriever, **config) -> SelfRAG:
+    # Seed 000's pipeline and call budget (1 + 2n): one candidate per passage, no joint candidate.
+    config.setdefault("joint_candidate", False)
     return SelfRAG(llm, retriever, config)
 
 
@@ -408,8 +410,13 @@ def test_custom_config_values(france_retriever):
 
 def test_short_verdict_calls_are_capped(france_retriever):
     llm = keyed("no", direct="Paris")
+    llm.supports_logprobs = False  # the decision is read from the text
     asyncio.run(create_method("self_rag", llm, france_retriever, max_tokens=200).answer(QUESTION))
     assert [c.max_tokens for c in llm.calls] == [32, 200]
+    # With label probabilities the decision needs one token only.
+    llm = keyed("no", direct="Paris")
+    asyncio.run(create_method("self_rag", llm, france_retriever, max_tokens=200).answer(QUESTION))
+    assert [(c.max_tokens, c.top_logprobs) for c in llm.calls] == [(1, 20), (200, 0)]
 
 
 # -- the real embedded model --------------------------------------------------------

@@ -11,6 +11,7 @@ from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.methods.registry import create_architecture, get_method_class
+from selfrag.methods.self_rag_decision import DEFAULT_THRESHOLD
 from selfrag.methods.self_rag import SelfRAG
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -79,6 +80,8 @@ def test_config_schema_lists_keys_and_defaults():
         "prompt_path": None,
         "critic_max_tokens": 32,
         "retrieval_mode": "adaptive",
+        "retrieval_threshold": DEFAULT_THRESHOLD,
+        "joint_candidate": True,
     }
     assert not any(required for _, required, _ in schema.values())
 

@@ -35,7 +35,7 @@ def verdict(answer, relevance="relevant", support="fully_supported", utility=5) 
 
 
 def fused(llm, retriever, **config):
-    return create_method("self_rag", llm, retriever, {"self_rag": {"critique": "fused", **config}})
+    return create_method("self_rag", llm, retriever, {"self_rag": {"joint_candidate": False, "critique": "fused", **config}})
 
 
 def json_script(**extra) -> dict:
@@ -109,8 +109,11 @@ async def test_malformed_output_falls_back_to_defaults_without_crashing(france_r
     assert first.details["defaults_used"] == ["relevance", "support", "utility"]
     assert second.text == "Europe"
     assert second.details["defaults_used"] == ["relevance", "support", "utility"]
-    # Equal scores: the earliest passage wins.
-    assert response.answer == first.text
+    # The first reply is no answer (broken JSON): it is discarded, never selected.
+    assert first.text == "{not json at all"
+    discard = next(s for s in response.reasoning_chain if s.action == "discard_candidates")
+    assert discard.details["discarded"][0]["reason"] == "json"
+    assert response.answer == "Europe"
 
 
 async def test_no_retrieval_path_is_two_calls(france_retriever):
@@ -149,7 +152,7 @@ async def test_critical_path_in_call_latencies(mode, latencies, static_retriever
     delay = 0.15
     method = create_method(
         "self_rag", SlowScripted(script, delay), retriever,
-        {"self_rag": {"critique": mode, "num_candidates": 5}},
+        {"self_rag": {"joint_candidate": False, "critique": mode, "num_candidates": 5}},
     )
     start = time.perf_counter()
     response = await method.answer(QUESTION)
@@ -171,7 +174,7 @@ async def test_candidate_prompts_share_instructions_and_question_before_the_pass
          "Answer: Paris": "4"}
     )
     await create_method(
-        "self_rag", llm, france_retriever, {"self_rag": {"critique": mode}}
+        "self_rag", llm, france_retriever, {"self_rag": {"joint_candidate": False, "critique": mode}}
     ).answer(QUESTION)
     prompts = [c.prompt_text() for c in llm.calls
                if any(d in c.prompt_text() for d in (DOC_A, DOC_B, DOC_C))]
@@ -187,7 +190,7 @@ async def test_candidate_prompts_share_instructions_and_question_before_the_pass
 def test_unknown_critique_mode_is_rejected(france_retriever):
     with pytest.raises(ConfigError, match="critique"):
         create_method("self_rag", ScriptedBackend([]), france_retriever,
-                      {"self_rag": {"critique": "merged"}})
+                      {"self_rag": {"joint_candidate": False, "critique": "merged"}})
 
 
 @pytest.mark.parametrize(
@@ -242,7 +245,7 @@ async def test_always_retrieve_skips_the_decision_call(mode, calls, france_retri
     llm = ScriptedBackend(script)
     method = create_method(
         "self_rag", llm, france_retriever,
-        {"self_rag": {"critique": mode, "retrieval_mode": "always"}},
+        {"self_rag": {"joint_candidate": False, "critique": mode, "retrieval_mode": "always"}},
     )
     response = await method.answer(QUESTION)
     assert response.num_llm_calls == calls

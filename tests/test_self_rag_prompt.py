@@ -8,8 +8,9 @@ import pytest
 
 from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
-from selfrag.methods import self_rag as module
-from selfrag.methods.self_rag import FALLBACK_DECISION_PROMPT, SelfRAG
+from selfrag.methods import self_rag_decision as module
+from selfrag.methods.self_rag import SelfRAG
+from selfrag.methods.self_rag_decision import FALLBACK_DECISION_PROMPT
 from selfrag.prompts import load_prompt, placeholders, render
 
 QUESTION = "What is the capital of France?"
@@ -92,7 +93,7 @@ async def test_passages_are_delimited_in_every_critique_prompt(france_retriever)
     llm = ScriptedBackend(
         {"Do you need to retrieve": "yes", "<document": "Paris", "Answer: Paris": "4"}
     )
-    await SelfRAG(llm, france_retriever, {"num_candidates": 2}).answer(QUESTION)
+    await SelfRAG(llm, france_retriever, {"num_candidates": 2, "joint_candidate": False}).answer(QUESTION)
     critique = [c.prompt_text() for c in llm.calls if "[IsRel]" in c.prompt_text()]
     assert len(critique) == 2
     assert (

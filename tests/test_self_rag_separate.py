@@ -50,7 +50,7 @@ def scripted(decision=True, docs=None, utilities=None, direct=None, **kwargs) ->
 
 def separate(llm, retriever, **config):
     return create_method(
-        "self_rag", llm, retriever, {"self_rag": {"critique": "separate", **config}}
+        "self_rag", llm, retriever, {"self_rag": {"joint_candidate": False, "critique": "separate", **config}}
     )
 
 
@@ -115,6 +115,8 @@ async def test_response_exposes_the_seed_fields(france_retriever):
         "text": "Paris",
         "passage_id": "1",
         "passage_title": "Doc A",
+        "passage_indices": [1],
+        "joint": False,
         "relevance": "relevant",
         "support": "partially_supported",
         "utility": 5,

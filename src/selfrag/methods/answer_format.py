@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..prompts import load_prompt, render
 from ..types import Question
+from .answer_shape import is_yes_no
 
 SHORT_ANSWER_FORMAT = "Reply with only the short answer: a name, number, date or phrase, never a full sentence."
 SHORT_ANSWER_KIND = "a short answer (a name, number, date or phrase)"
@@ -24,7 +25,7 @@ def _labels(question: Question) -> tuple[list[str], bool] | None:
     """The words a choice question is answered with, and whether they are option letters."""
     choices = [c.strip() for c in question.choices if c.strip()]
     if not choices:
-        return None
+        return (["yes", "no"], False) if is_yes_no(question) else None
     if {c.lower() for c in choices} <= {"yes", "no", "maybe"}:
         return [c.lower() for c in choices], False
     return list(LETTERS[: min(len(choices), len(LETTERS))]), True

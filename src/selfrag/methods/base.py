@@ -16,6 +16,7 @@ from ..errors import DataError
 from ..retrieval.base import Retriever, RetrieverFactory
 from ..types import ArchitectureType, Candidate, Document, Question, RAGResponse
 from ..validation import StrictModel, parse_model
+from .answer_shape import finalize_answer
 from .trace import Run
 
 
@@ -124,14 +125,18 @@ class Method(ABC):
         q = as_question(question)
         run = Run(self.llm, self._resolve_retriever(q, corpus), dict(self.llm_params))
         outcome = await self._answer(q, run)
-        return self._response(run, outcome)
+        return self._response(run, outcome, q)
 
-    def _response(self, run: Run, outcome: Outcome) -> RAGResponse:
+    def _response(self, run: Run, outcome: Outcome, question: Question) -> RAGResponse:
         steps = run.steps()
+        details = dict(outcome.details)
+        answer = finalize_answer(question, outcome.answer)
+        if answer != outcome.answer.strip():
+            details["raw_answer"] = outcome.answer
         prompt_tokens = sum(s.prompt_tokens for s in steps)
         completion_tokens = sum(s.completion_tokens for s in steps)
         return RAGResponse(
-            answer=outcome.answer,
+            answer=answer,
             reasoning_chain=steps,
             retrieved_docs=tuple(run.retrievals),
             total_tokens=sum(s.tokens_used for s in steps),
@@ -145,7 +150,7 @@ class Method(ABC):
             retrieval_needed=outcome.retrieval_needed,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
-            details=dict(outcome.details),
+            details=details,
         )
 
     @abstractmethod

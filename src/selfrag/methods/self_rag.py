@@ -1,68 +1,54 @@
 """Self-RAG with a prompted model: decide, retrieve, critique candidates, pick the best.
 
-Two critique modes (config ``self_rag.critique``):
+The critique mode (config ``self_rag.critique``) is a strategy from
+:mod:`.self_rag_modes`: ``combined`` (default; seed 000: one call answers and
+judges, one rates), ``fused`` (one call does all three) or ``separate``
+(seed 003: one JSON verdict per step, irrelevant passages dropped first).
 
-* ``combined`` (default): one call answers from a passage and judges it
-  (``[IsRel]``/``[IsSup]`` lines), a second rates the answer 1-5; candidates
-  are ranked by ``utility + 2 × support_bonus + 0.5 × relevant``.
-  Budget: 2 calls without retrieval, ``1 + 2 × num_candidates`` with it.
-* ``fused``: one call per passage returns the answer and all three verdicts
-  (relevance, support, utility 1-5), as JSON when the backend offers a JSON
-  mode and as ``[IsRel]``/``[IsSup]``/``[IsUse]`` lines otherwise; ranked like
-  ``combined``. Budget: 2 calls without retrieval, ``1 + num_candidates`` with
-  it; critical path 2 call latencies.
-* ``separate``: one JSON verdict per step (decision, relevance per document,
-  support, utility); irrelevant documents are dropped before generation and
-  candidates are ranked by support level, then utility.
-  Budget: 2 calls without retrieval, ``1 + 4k`` when all ``k`` are relevant.
+Around the mode, the pipeline is the same:
 
-Each candidate's calls form one chain; chains of different passages run
-concurrently and are joined back in passage order, so the critical path is
-the decision plus the longest chain (3 call latencies for ``combined``, 2
-for ``fused``, 4 for ``separate``, whose support and utility calls overlap).
-Candidate prompts put the instructions and the question before the passage,
-so a backend that reuses a KV-cached prompt prefix evaluates the shared part
-once per question.
+1. **Decide.** ``retrieval_mode: adaptive`` asks the model once; on a
+   backend with log-probabilities the decision is ``P(yes) >= retrieval_threshold``
+   (:mod:`.self_rag_decision`), otherwise the written yes/no. ``always`` /
+   ``never`` skip the call.
+2. **One candidate per passage** for the first ``num_candidates`` passages
+   (``separate``: every passage judged relevant). Chains of different
+   passages run concurrently and are joined back in passage order.
+3. **The joint candidate** (``joint_candidate: true``, the default): one more
+   candidate written over every retrieved passage not judged irrelevant, so
+   a question that needs two passages can be answered; it is listed first,
+   so it wins ties.
+4. **No answer is never selected.** A candidate whose answer is empty, a
+   reflection label, JSON or prompt text is discarded (and recorded); when
+   none is left, one answer is written over all retrieved passages.
+5. **Select** by the mode's rule.
+
+Budgets (``combined``, n candidates, joint on): ``1 + 2(n + 1)`` calls with
+retrieval, 2 without; ``joint_candidate: false`` gives seed 000's ``1 + 2n``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import Field
 
-from ..errors import ConfigError
-from ..llm.base import approx_token_count
-from ..prompts import load_prompt, load_prompt_file, placeholders, render
-from ..reflection.parse import (
-    RELEVANT,
-    Parsed,
-    json_objects,
-    json_verdict,
-    parse_combined_critique,
-    parse_fused_critique,
-    parse_retrieval_decision,
-    parse_utility,
-)
-from ..reflection.select import best_index, combined_score, separate_key, separate_score
+from ..llm.base import chat
+from ..prompts import load_prompt, render
+from ..reflection.parse import RELEVANT
+from ..reflection.select import best_index
 from ..types import ArchitectureType, Candidate, Document, Question
-from .answer_format import answer_kind, answer_system
+from .answer_format import answer_system
+from .answer_shape import malformed
 from .base import Method, MethodConfig, Outcome
 from .concurrency import gather_in_order
-from .context import format_passage, truncate_to_tokens
+from .context import build_context
 from .registry import register
+from .self_rag_decision import DEFAULT_THRESHOLD, decide_retrieval, decision_template
+from .self_rag_modes import MODES, Passages
 from .text import clean_answer
-from .trace import Run, StepRecord, shorten
+from .trace import Run
 
-T = TypeVar("T")
-
-# Used only if the packaged prompts/self_rag.txt is missing.
-FALLBACK_DECISION_PROMPT = (
-    "Decide whether you need to look up external documents to answer the question "
-    "accurately.\n\nQuestion: {question}\n\n"
-    'Do you need to retrieve documents? Reply with exactly "yes" or "no".\n'
-)
 NO_ANSWER = "No answer."
 
 
@@ -78,37 +64,10 @@ class SelfRAGConfig(MethodConfig):
     # adaptive: the model decides (one call); always / never: skip that call and
     # retrieve for every question / for none (the paper's forced-retrieval settings).
     retrieval_mode: Literal["adaptive", "always", "never"] = "adaptive"
-
-
-def decision_template(path: str | None) -> str:
-    """The retrieval-decision template: ``path``, else the packaged file, else the inline fallback."""
-    if path:
-        template = load_prompt_file(path)
-    else:
-        try:
-            template = load_prompt("self_rag")
-        except ConfigError:
-            template = FALLBACK_DECISION_PROMPT
-    try:
-        fields = placeholders(template)
-    except ValueError as exc:
-        raise ConfigError(
-            f"retrieval-decision prompt {path or 'self_rag'}: bad braces ({exc})"
-        ) from None
-    if fields != {"question"}:
-        raise ConfigError(
-            f"retrieval-decision prompt {path or 'self_rag'} must use the placeholder {{question}} "
-            f"and no other (found {sorted(fields) or 'none'})"
-        )
-    return template
-
-
-def _user(content: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": content}]
-
-
-def _chat(system: str, user: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    # Adaptive decision on a backend with log-probabilities: retrieve when P(yes) >= this.
+    retrieval_threshold: float = Field(DEFAULT_THRESHOLD, ge=0.0, le=1.0)
+    # One more candidate written over every passage not judged irrelevant.
+    joint_candidate: bool = True
 
 
 def _candidate_row(c: Candidate) -> dict[str, Any]:
@@ -116,6 +75,8 @@ def _candidate_row(c: Candidate) -> dict[str, Any]:
         "text": c.text,
         "passage_id": c.passage.id if c.passage else None,
         "passage_title": c.passage.title if c.passage else None,
+        "passage_indices": list(c.details.get("passage_indices", [])),
+        "joint": bool(c.details.get("joint", False)),
         "relevance": c.relevance,
         "support": c.support,
         "utility": c.utility,
@@ -128,9 +89,8 @@ def _candidate_row(c: Candidate) -> dict[str, Any]:
 class SelfRAG(Method):
     name = "self_rag"
     description = (
-        "Decide retrieval, critique one candidate per passage (relevance, support, utility), "
-        "pick the best; critique: combined (1 + 2n calls), fused (1 + n) or separate JSON "
-        "critics (1 + 4k)."
+        "Decide retrieval, critique one candidate per passage plus one over all relevant passages "
+        "(relevance, support, utility), pick the best; critique: combined, fused or separate."
     )
     type = ArchitectureType.AGENTIC
     config_section = "self_rag"
@@ -139,85 +99,56 @@ class SelfRAG(Method):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.decision_prompt = decision_template(self.config.prompt_path)
+        short = min(self.config.critic_max_tokens, int(self.llm_params["max_tokens"]))
+        self.mode = MODES[self.config.critique](self.llm, self.config.max_context_tokens, short)
 
-    # -- shared pieces ---------------------------------------------------------
-    def _short(self, run: Run) -> int:
-        return min(self.config.critic_max_tokens, int(run.params.get("max_tokens", 256)))
+    async def _answer(self, question: Question, run: Run) -> Outcome:
+        if not await self._decide(question, run):
+            answer = await self._direct_answer(question, run, "No retrieval needed; answer directly.")
+            return Outcome(answer=answer, details=self._details(False, 0, [], None))
 
-    def _passage(self, doc: Document, index: int) -> str:
-        count = getattr(self.llm, "count_tokens", approx_token_count)
-        body = truncate_to_tokens(doc.text, self.config.max_context_tokens, count)
-        return format_passage(doc, index, text=body)
-
-    async def _direct_answer(self, question: Question, run: Run, thought: str) -> str:
-        prompt = render(load_prompt("answer_direct"), question=question.text)
-        step = await run.generate(
-            _chat(answer_system(question), prompt),
-            action="direct_answer",
-            thought=thought,
-            action_input=question.text,
+        result = await run.retrieve(question.text, self.config.top_k, thought="Retrieve passages for the question.")
+        docs = list(result.documents)
+        judged = docs if self.mode.filters_first else docs[: self.config.num_candidates]
+        forks = [run.fork() for _ in judged]
+        chains = await gather_in_order(
+            self._chain(question, doc, i, fork)
+            for i, (doc, fork) in enumerate(zip(judged, forks, strict=True), start=1)
         )
-        return clean_answer(step.text)
-
-    def _no_retrieval_outcome(self, answer: str) -> Outcome:
-        return Outcome(
-            answer=answer, retrieval_needed=False, details=self._details(False, 0, [], None)
-        )
-
-    def _details(
-        self,
-        retrieval_needed: bool,
-        retrieved: int,
-        candidates: list[Candidate],
-        best: Candidate | None,
-    ) -> dict[str, Any]:
-        return {
-            "critique": self.config.critique,
-            "support": best.support if best else None,
-            "utility": best.utility if best else None,
-            "context_used": [best.passage.text] if best and best.passage else [],
-            "retrieval_needed": retrieval_needed,
-            "total_docs_retrieved": retrieved,
-            "relevant_docs_count": sum(c.relevance == RELEVANT for c in candidates),
-            "all_candidates": [_candidate_row(c) for c in candidates],
-        }
-
-    def _select(
-        self, run: Run, candidates: list[Candidate], keys: list[Any], rule: str
-    ) -> Candidate | None:
-        index = best_index(keys)
-        if index is None:
+        run.join(*forks)
+        candidates = [c for c in chains if c is not None]
+        if self.mode.filters_first and not candidates:
             run.note(
-                "select_best",
-                thought=rule,
-                action_input="0 candidates",
-                observation=f"No candidates; the answer is {NO_ANSWER!r}.",
+                "no_relevant_documents",
+                thought="Every retrieved document was judged irrelevant.",
+                action_input=f"{len(docs)} documents",
+                observation="Answering without context (relevant_docs_count = 0).",
             )
-            return None
-        best = candidates[index]
-        title = best.passage.title or best.passage.id if best.passage else "-"
-        run.note(
-            "select_best",
-            thought=rule,
-            action_input=f"{len(candidates)} candidates",
-            observation=(
-                f"Selected candidate {index + 1} from '{title}' (utility={best.utility}, "
-                f"support={best.support}, relevance={best.relevance}, score={best.score:g})"
-            ),
-            details={"selected": index + 1, "scores": [c.score for c in candidates]},
-        )
-        return best
+            answer = await self._direct_answer(question, run, "No relevant documents; answer without context.")
+            return Outcome(answer=answer, retrieval_needed=True, details=self._details(True, len(docs), [], None))
 
-    async def _decide(
-        self,
-        question: Question,
-        run: Run,
-        ask_model: Callable[[Question, Run], Awaitable[bool]],
-    ) -> bool:
-        """Whether to retrieve: the model's verdict, or the configured fixed answer."""
+        per_passage = list(candidates)
+        joint = await self._joint(question, docs, chains, run)
+        if joint is not None:
+            candidates = [joint, *candidates]
+        usable = self._usable(run, candidates)
+        best = self._select(run, usable)
+        answer = best.text if best else await self._over_all(question, docs, run)
+        details = self._details(True, len(docs), per_passage, best, docs)
+        details["all_candidates"] = [_candidate_row(c) for c in candidates]
+        return Outcome(answer=answer, retrieval_needed=True, candidates=candidates, details=details)
+
+    # -- steps -------------------------------------------------------------------
+    async def _decide(self, question: Question, run: Run) -> bool:
         mode = self.config.retrieval_mode
         if mode == "adaptive":
-            return await ask_model(question, run)
+            if self.config.critique == "separate":
+                return await self.mode.decide(question, run)  # type: ignore[attr-defined]
+            decision = await decide_retrieval(
+                run, self.decision_prompt, question,
+                threshold=self.config.retrieval_threshold, max_tokens=self.mode.short_tokens,
+            )
+            return decision.needed
         needed = mode == "always"
         run.note(
             "retrieval_decision",
@@ -228,320 +159,106 @@ class SelfRAG(Method):
         )
         return needed
 
-    async def _decide_by_text(self, question: Question, run: Run) -> bool:
-        step = await run.generate(
-            _user(render(self.decision_prompt, question=question.text)),
-            action="retrieval_decision",
-            thought="Decide whether retrieval is needed.",
-            action_input=question.text,
-            max_tokens=self._short(run),
-        )
-        needed = parse_retrieval_decision(step.text)
-        step.observation = (
-            f"retrieval needed: {'yes' if needed else 'no'} (model said {shorten(step.text, 60)!r})"
-        )
-        step.details["retrieval_needed"] = needed
-        return needed
-
-    async def _decide_by_json(self, question: Question, run: Run) -> bool:
-        step, obj = await self._verdict(
-            run,
-            "self_rag_json_decision",
-            f"Question: {question.text}",
-            action="retrieval_decision",
-            thought="Decide whether retrieval is needed (JSON verdict).",
-            action_input=question.text,
-        )
-        needed = json_verdict(obj, "needs_retrieval")
-        _annotate(step, "needs_retrieval", needed)
-        return bool(needed.value)
-
-    async def _answer(self, question: Question, run: Run) -> Outcome:
-        if self.config.critique == "separate":
-            return await self._answer_separate(question, run)
-        if self.config.critique == "fused":
-            return await self._answer_combined(question, run, self._fused_candidate)
-        return await self._answer_combined(question, run, self._combined_candidate)
-
-    # -- combined mode (seed 000) and fused mode ----------------------------
-    async def _answer_combined(
-        self,
-        question: Question,
-        run: Run,
-        make_candidate: Callable[[Question, Document, int, Run], Awaitable[Candidate]],
-    ) -> Outcome:
-        needed = await self._decide(question, run, self._decide_by_text)
-        if not needed:
-            answer = await self._direct_answer(
-                question, run, "No retrieval needed; answer directly."
-            )
-            return self._no_retrieval_outcome(answer)
-
-        result = await run.retrieve(
-            question.text, self.config.top_k, thought="Retrieve passages for the question."
-        )
-        docs = list(result.documents[: self.config.num_candidates])
-        forks = [run.fork() for _ in docs]
-        candidates = await gather_in_order(
-            make_candidate(question, doc, i, fork)
-            for i, (doc, fork) in enumerate(zip(docs, forks, strict=True), start=1)
-        )
-        run.join(*forks)
-        best = self._select(
-            run,
-            candidates,
-            [c.score for c in candidates],
-            "Pick the highest utility + 2 × support bonus (1 / 0.5 / 0) + 0.5 if relevant.",
-        )
-        details = self._details(True, len(result.documents), candidates, best)
-        return Outcome(
-            answer=best.text if best else NO_ANSWER,
-            retrieval_needed=True,
-            candidates=candidates,
-            details=details,
-        )
-
-    async def _combined_candidate(
-        self, question: Question, doc: Document, index: int, run: Run
-    ) -> Candidate:
-        title = doc.title or doc.id
-        step = await run.generate(
-            _user(
-                render(
-                    load_prompt("self_rag_critique"),
-                    passage=self._passage(doc, index),
-                    question=question.text,
-                    answer_kind=answer_kind(question),
-                )
-            ),
-            action="generate_and_critique",
-            thought=f"Answer from passage {index} ('{title}') and judge its relevance and support.",
-            action_input=shorten(doc.text),
-        )
-        critique = parse_combined_critique(step.text)
-        answer = clean_answer(critique.generation) or critique.generation
-        step.observation = f"answer: {shorten(answer, 100)} | relevance: {critique.relevance} | support: {critique.support}"
-        step.details.update(
-            passage_id=doc.id, relevance=critique.relevance, support=critique.support
-        )
-        if critique.defaults:
-            step.details["defaults_used"] = critique.defaults
-
-        rating = await run.generate(
-            _user(render(load_prompt("self_rag_utility"), question=question.text, answer=answer)),
-            action="rate_utility",
-            thought=f"Rate how useful candidate {index}'s answer is (1-5).",
-            action_input=shorten(answer),
-            max_tokens=self._short(run),
-        )
-        utility = parse_utility(rating.text)
-        _annotate(rating, "utility", utility)
-
-        defaults = critique.defaults + (["utility"] if utility.default else [])
-        return Candidate(
-            text=answer,
-            passage=doc,
-            relevance=critique.relevance,
-            support=critique.support,
-            utility=utility.value,
-            score=combined_score(utility.value, critique.support, critique.relevance),
-            details={"passage_index": index, "defaults_used": defaults},
-        )
-
-    async def _fused_candidate(
-        self, question: Question, doc: Document, index: int, run: Run
-    ) -> Candidate:
-        title = doc.title or doc.id
-        fmt = self._json_format()
-        template = load_prompt("self_rag_fused_json" if fmt else "self_rag_fused")
-        step = await run.generate(
-            _user(
-                render(
-                    template, passage=self._passage(doc, index), question=question.text,
-                    answer_kind=answer_kind(question),
-                )
-            ),
-            action="generate_and_critique",
-            thought=(
-                f"Answer from passage {index} ('{title}') and judge its relevance, "
-                "support and utility in one call."
-            ),
-            action_input=shorten(doc.text),
-            response_format=fmt,
-        )
-        fused = parse_fused_critique(step.text)
-        critique, utility = fused.critique, fused.utility
-        answer = clean_answer(critique.generation) or critique.generation
-        step.observation = (
-            f"answer: {shorten(answer, 100)} | relevance: {critique.relevance} | "
-            f"support: {critique.support} | utility: {utility.value}"
-        )
-        step.details.update(
-            passage_id=doc.id,
-            relevance=critique.relevance,
-            support=critique.support,
-            utility=utility.value,
-            output_format=fused.source,
-        )
-        if fused.defaults:
-            step.details["defaults_used"] = fused.defaults
-        return Candidate(
-            text=answer,
-            passage=doc,
-            relevance=critique.relevance,
-            support=critique.support,
-            utility=utility.value,
-            score=combined_score(utility.value, critique.support, critique.relevance),
-            details={"passage_index": index, "defaults_used": fused.defaults},
-        )
-
-    # -- separate mode (seed 003) ---------------------------------------------
-    def _json_format(self) -> str | None:
-        return "json" if getattr(self.llm, "supports_json", False) else None
-
-    async def _verdict(
-        self, run: Run, prompt_name: str, user: str, *, action: str, thought: str, action_input: str
-    ) -> tuple[StepRecord, list[dict[str, Any]]]:
-        fmt = self._json_format()
-        step = await run.generate(
-            _chat(render(load_prompt(prompt_name)), user),
-            action=action,
-            thought=thought,
-            action_input=action_input,
-            max_tokens=self._short(run),
-            response_format=fmt,
-        )
-        step.details["json_mode"] = "backend" if fmt else "extracted from text"
-        return step, json_objects(step.text)
-
-    async def _answer_separate(self, question: Question, run: Run) -> Outcome:
-        needed = await self._decide(question, run, self._decide_by_json)
-        if not needed:
-            answer = await self._direct_answer(
-                question, run, "No retrieval needed; answer directly."
-            )
-            return self._no_retrieval_outcome(answer)
-
-        result = await run.retrieve(
-            question.text, self.config.top_k, thought="Retrieve passages for the question."
-        )
-        docs = list(result.documents)
-        forks = [run.fork() for _ in docs]
-        chains = await gather_in_order(
-            self._separate_chain(question, doc, i, fork)
-            for i, (doc, fork) in enumerate(zip(docs, forks, strict=True), start=1)
-        )
-        run.join(*forks)
-        candidates = [c for c in chains if c is not None]
-        if not candidates:
-            run.note(
-                "no_relevant_documents",
-                thought="Every retrieved document was judged irrelevant.",
-                action_input=f"{len(docs)} documents",
-                observation="Answering without context (relevant_docs_count = 0).",
-            )
-            answer = await self._direct_answer(
-                question, run, "No relevant documents; answer without context."
-            )
-            return Outcome(
-                answer=answer,
-                retrieval_needed=True,
-                details=self._details(True, len(docs), [], None),
-            )
-
-        best = self._select(
-            run,
-            candidates,
-            [separate_key(c.support, c.utility) for c in candidates],
-            "Pick the best support level (fully > partially > no), then the highest utility.",
-        )
-        assert best is not None  # candidates is not empty
-        return Outcome(
-            answer=best.text,
-            retrieval_needed=True,
-            candidates=candidates,
-            details=self._details(True, len(docs), candidates, best),
-        )
-
-    async def _separate_chain(
-        self, question: Question, doc: Document, index: int, run: Run
-    ) -> Candidate | None:
-        title = doc.title or doc.id
-        passage = self._passage(doc, index)
-        step, obj = await self._verdict(
-            run,
-            "self_rag_json_relevance",
-            f"Question: {question.text}\n\n{passage}",
-            action="evaluate_relevance",
-            thought=f"Is document {index} ('{title}') relevant to the question?",
-            action_input=shorten(doc.text),
-        )
-        relevance = json_verdict(obj, "relevance")
-        _annotate(step, "relevance", relevance)
-        step.details["passage_id"] = doc.id
-        if relevance.value != RELEVANT:
-            step.observation += "; filtered out before generation"
+    async def _chain(self, question: Question, doc: Document, index: int, run: Run) -> Candidate | None:
+        passages = Passages((doc,), (index,))
+        if self.mode.filters_first and not await self.mode.relevant(question, passages, run):
             return None
+        return await self.mode.candidate(question, passages, run)
 
-        gen = await run.generate(
-            _chat(
-                answer_system(question),
-                render(load_prompt("answer_with_context"), context=passage, question=question.text),
+    async def _joint(
+        self, question: Question, docs: list[Document], chains: list[Candidate | None], run: Run
+    ) -> Candidate | None:
+        """The candidate over every passage not judged irrelevant (None when that is one passage)."""
+        if not self.config.joint_candidate:
+            return None
+        keep = []
+        for i, doc in enumerate(docs, start=1):
+            judged = i <= len(chains)
+            candidate = chains[i - 1] if judged else None
+            if judged and (candidate is None or candidate.relevance != RELEVANT):
+                continue
+            keep.append((doc, i))
+        if not keep:  # every judged passage irrelevant: the joint candidate reads them all
+            keep = list(zip(docs, range(1, len(docs) + 1), strict=True))
+        if len(keep) < 2:
+            return None
+        passages = Passages(tuple(d for d, _ in keep), tuple(i for _, i in keep))
+        joint = await self.mode.candidate(question, passages, run)
+        joint.details["joint"] = True
+        return joint
+
+    def _usable(self, run: Run, candidates: list[Candidate]) -> list[Candidate]:
+        usable, dropped = [], []
+        for n, c in enumerate(candidates, start=1):
+            reason = malformed(c.text)
+            if reason is None:
+                usable.append(c)
+            else:
+                dropped.append({"candidate": n, "reason": reason, "text": c.text[:200]})
+        if dropped:
+            run.note(
+                "discard_candidates",
+                thought="A candidate with no answer is never selected.",
+                action_input=f"{len(candidates)} candidates",
+                observation="; ".join(f"candidate {d['candidate']}: {d['reason']}" for d in dropped),
+                details={"discarded": dropped},
+            )
+        return usable
+
+    def _select(self, run: Run, candidates: list[Candidate]) -> Candidate | None:
+        index = best_index([self.mode.key(c) for c in candidates])
+        if index is None:
+            run.note("select_best", thought=self.mode.rule, action_input="0 usable candidates",
+                     observation="No usable candidate; answer over all retrieved passages.")
+            return None
+        best = candidates[index]
+        source = "all relevant passages" if best.details.get("joint") else (
+            f"'{best.passage.title or best.passage.id}'" if best.passage else "-")
+        run.note(
+            "select_best",
+            thought=self.mode.rule,
+            action_input=f"{len(candidates)} candidates",
+            observation=(
+                f"Selected candidate {index + 1} from {source} (utility={best.utility}, "
+                f"support={best.support}, relevance={best.relevance}, score={best.score:g})"
             ),
-            action="generate",
-            thought=f"Answer from document {index} ('{title}') alone.",
+            details={"selected": index + 1, "scores": [c.score for c in candidates]},
+        )
+        return best
+
+    async def _direct_answer(self, question: Question, run: Run, thought: str) -> str:
+        prompt = render(load_prompt("answer_direct"), question=question.text)
+        step = await run.generate(
+            chat(answer_system(question), prompt), action="direct_answer", thought=thought,
             action_input=question.text,
         )
-        answer = clean_answer(gen.text)
-        gen.details["passage_id"] = doc.id
+        return clean_answer(step.text)
 
-        # Support and utility both judge the finished answer: ask them at once, record support first.
-        sup_run, use_run = run.fork(), run.fork()
-        (sup_step, sup_obj), (use_step, use_obj) = await gather_in_order(
-            [
-                self._verdict(
-                    sup_run,
-                    "self_rag_json_support",
-                    f"{passage}\n\nResponse: {answer}",
-                    action="assess_support",
-                    thought=f"Is candidate {index}'s answer supported by its document?",
-                    action_input=shorten(answer),
-                ),
-                self._verdict(
-                    use_run,
-                    "self_rag_json_utility",
-                    f"Question: {question.text}\n\nResponse: {answer}",
-                    action="rate_utility",
-                    thought=f"Rate how useful candidate {index}'s answer is (1-5).",
-                    action_input=shorten(answer),
-                ),
-            ]
+    async def _over_all(self, question: Question, docs: list[Document], run: Run) -> str:
+        if not docs:
+            return NO_ANSWER
+        context, _ = build_context(docs, self.config.max_context_tokens, self.llm.count_tokens)
+        step = await run.generate(
+            chat(answer_system(question), render(load_prompt("answer_with_context"), context=context,
+                                                 question=question.text)),
+            action="generate", thought="No usable candidate: answer over all retrieved passages.",
+            action_input=question.text,
         )
-        run.join(sup_run, use_run)
-        support = json_verdict(sup_obj, "support")
-        _annotate(sup_step, "support", support)
-        utility = json_verdict(use_obj, "utility")
-        _annotate(use_step, "utility", utility)
+        return clean_answer(step.text) or NO_ANSWER
 
-        defaults = [n for n, p in (("support", support), ("utility", utility)) if p.default]
-        return Candidate(
-            text=answer,
-            passage=doc,
-            relevance=RELEVANT,
-            support=support.value,
-            utility=utility.value,
-            score=separate_score(support.value, utility.value),
-            details={"passage_index": index, "defaults_used": defaults},
-        )
-
-
-def _annotate(step: StepRecord, field: str, parsed: Parsed) -> None:
-    """Record a parsed verdict on its step, saying so when it is a default."""
-    value = parsed.value
-    shown = str(value).lower() if isinstance(value, bool) else value
-    step.details[field] = value
-    if parsed.default:
-        step.details["default_used"] = True
-        step.observation = f"{field}={shown} (default: no usable '{field}' in the output)"
-    else:
-        step.observation = f"{field}={shown}"
+    def _details(
+        self, retrieval_needed: bool, retrieved: int, candidates: list[Candidate], best: Candidate | None,
+        docs: list[Document] | None = None,
+    ) -> dict[str, Any]:
+        indices = best.details.get("passage_indices", []) if best else []
+        context = [docs[i - 1].text for i in indices if docs and i <= len(docs)]
+        return {
+            "critique": self.config.critique,
+            "support": best.support if best else None,
+            "utility": best.utility if best else None,
+            "context_used": context or ([best.passage.text] if best and best.passage else []),
+            "retrieval_needed": retrieval_needed,
+            "total_docs_retrieved": retrieved,
+            "relevant_docs_count": sum(c.relevance == RELEVANT for c in candidates),
+            "all_candidates": [_candidate_row(c) for c in candidates],
+        }
