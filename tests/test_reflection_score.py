@@ -9,6 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from selfrag.llm import ScriptedBackend
+from selfrag.methods.critique import Critic, Task
+from selfrag.methods.critique.stages import adaptive_retrieval
+from selfrag.methods.trace import Run
 from selfrag.reflection import score as S
 from selfrag.reflection.tokens import (
     LABEL_GROUPS,
@@ -160,15 +164,41 @@ def test_normalised_group_probabilities_sum_to_one(logprobs):
 # -- regressions: the reference implementation's known bugs ------------------------
 
 
-def test_regression_threshold_compares_probabilities_not_raw_log_probs():
-    # Seed 002's verbose example: retrieval_score -2.3456, no_retrieval_score -4.1234.
-    top = {"[Retrieval]": -2.3456, "[No Retrieval]": -4.1234}
-    p = S.p_retrieve(S.group_probs(top, RET))
-    assert p == pytest.approx(0.855425, abs=1e-6)  # 1 / (1 + e^(-4.1234 + 2.3456))
-    assert S.should_retrieve(p, 0.5) is True
-    # The reference divided the raw log-probs: -2.3456 / (-2.3456 - 4.1234) = 0.3626 -> no retrieval.
-    raw_ratio = -2.3456 / (-2.3456 - 4.1234)
-    assert raw_ratio < 0.5
+# Seed 002's verbose example: a Self-RAG model's next-token log-probabilities before answering.
+SEED_002_RETRIEVAL = {"[Retrieval]": -2.3456, "[No Retrieval]": -4.1234}
+
+
+@pytest.mark.parametrize(
+    ("threshold", "retrieves"),
+    [
+        # The reference divided the raw log-probs, -2.3456 / (-2.3456 - 4.1234) = 0.3626, and so
+        # skipped retrieval here; the probability 0.855 is above the threshold.
+        (0.5, True),
+        (0.855, True),
+        # Above the probability: no retrieval (the raw ratio 0.3626 would say the same at any
+        # threshold above 0.3626, so only the cases above tell the two apart).
+        (0.856, False),
+    ],
+)
+async def test_regression_threshold_compares_probabilities_not_raw_log_probs(threshold, retrieves):
+    # Through the adaptive retrieval stage, with the model's log-probabilities as read from a
+    # reflection-token backend: P(retrieve) = 1 / (1 + e^(-4.1234 + 2.3456)) = 0.855425.
+    llm = ScriptedBackend(
+        [{"text": "[Retrieval]", "top_logprobs": SEED_002_RETRIEVAL}], model="selfrag_llama2_7b"
+    )
+    run = Run(llm, None, {"max_tokens": 64, "temperature": 0.0})
+    choice = await adaptive_retrieval(
+        Critic(llm), run, Task("Is Paris the capital of France?"), mode="adaptive", threshold=threshold
+    )
+    assert len(llm.calls) == 1
+    assert choice.p == pytest.approx(0.855425, abs=1e-6)
+    assert choice.retrieve is retrieves
+    [step] = run.steps()
+    assert step.details["critique_source"] == "reflection_tokens"
+    assert step.details["logprobs"] == {"yes": -2.3456, "no": -4.1234, "continue": None}
+    assert step.details["p_retrieve"] == pytest.approx(0.8554)
+    assert step.details["decision"] == ("yes" if retrieves else "no")
+    assert step.details["threshold"] == threshold
 
 
 def test_regression_missing_token_is_probability_zero_not_minus_100():

@@ -6,15 +6,13 @@ contains, a candidate prompt by its passage's text.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import time
 
 import pytest
 
 from selfrag.errors import ConfigError
-from selfrag.llm import ScriptedBackend
+from selfrag.llm import DelayedBackend, ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.reflection.parse import parse_fused_critique
 from selfrag.types import Question
@@ -125,17 +123,6 @@ async def test_no_retrieval_path_is_two_calls(france_retriever):
     assert response.answer == "Paris"
 
 
-class SlowScripted(ScriptedBackend):
-    def __init__(self, script, delay: float) -> None:
-        super().__init__(script)
-        self.delay = delay
-
-    async def _generate(self, request):
-        gen = await super()._generate(request)
-        await asyncio.sleep(self.delay)
-        return gen
-
-
 @pytest.mark.parametrize("mode, latencies", [("fused", 2), ("combined", 3)])
 async def test_critical_path_in_call_latencies(mode, latencies, static_retriever_factory):
     from selfrag.types import Document, RetrievalResult
@@ -149,16 +136,26 @@ async def test_critical_path_in_call_latencies(mode, latencies, static_retriever
     for doc in docs:
         script[doc.text] = verdict("Paris") if mode == "fused" else "Paris\n[IsRel] relevant\n[IsSup] fully supported"
     script["Answer: Paris"] = "5"
-    delay = 0.15
+    llm = DelayedBackend(ScriptedBackend(script), 0.05)
     method = create_method(
-        "self_rag", SlowScripted(script, delay), retriever,
+        "self_rag", llm, retriever,
         {"self_rag": {"joint_candidate": False, "critique": mode, "num_candidates": 5}},
     )
-    start = time.perf_counter()
     response = await method.answer(QUESTION)
-    elapsed = time.perf_counter() - start
-    assert response.num_llm_calls == (1 + 5 if mode == "fused" else 1 + 2 * 5)
-    assert latencies * delay <= elapsed < (latencies + 0.9) * delay, elapsed
+    assert response.num_llm_calls == llm.calls == (1 + 5 if mode == "fused" else 1 + 2 * 5)
+    # The decision, then the five passages' chains side by side.
+    assert llm.waves() == latencies
+    assert llm.max_in_flight == 5
+    spans = llm.spans()
+    assert [s.number for s in spans if s.wave == 1] == [1]
+    assert DECISION in spans[0].request.prompt_text()
+    for wave in range(2, latencies + 1):
+        calls = [s for s in spans if s.wave == wave]
+        assert len(calls) == 5  # one call of each passage's chain
+        assert all(a.overlaps(b) for a in calls for b in calls)
+    # The second wave holds every passage's first call: its candidate prompt.
+    second = [s.request.prompt_text() for s in spans if s.wave == 2]
+    assert [sum(d.text in p for p in second) for d in docs] == [1] * 5
 
 
 @pytest.mark.parametrize("mode", ["combined", "fused"])

@@ -289,30 +289,56 @@ async def test_a_planted_instruction_does_not_reach_other_documents(static_retri
 
 
 async def test_critical_path_is_four_call_latencies_whatever_the_document_count(france_retriever):
-    import time
-
     from selfrag.llm import DelayedBackend
 
-    delay = 0.15
+    prompts = {
+        "decision": DECISION,
+        "relevance": '"relevance": "relevant"',
+        "support": '"support": "fully_supported"',
+        "utility": '"utility": N',
+        "generate": "Use the documents below",
+    }
     llm = DelayedBackend(
         ScriptedBackend(
             {
-                DECISION: json.dumps({"needs_retrieval": True}),
-                '"relevance": "relevant"': REL,
-                '"support": "fully_supported"': sup("fully_supported"),
-                '"utility": N': use(5),
-                "Use the documents below": "Paris",
+                prompts["decision"]: json.dumps({"needs_retrieval": True}),
+                prompts["relevance"]: REL,
+                prompts["support"]: sup("fully_supported"),
+                prompts["utility"]: use(5),
+                prompts["generate"]: "Paris",
             }
         ),
-        delay,
+        0.05,
     )
-    start = time.perf_counter()
+
+    def kind(span) -> str:
+        text = span.request.prompt_text()
+        [name] = [name for name, key in prompts.items() if key in text]
+        return name
+
     response = await separate(llm, france_retriever).answer(QUESTION)
-    elapsed = time.perf_counter() - start
-    assert response.num_llm_calls == 1 + 4 * 3
+    assert response.num_llm_calls == llm.calls == 1 + 4 * 3
     # decision -> relevance -> answer -> (support | utility), documents in parallel
-    assert 4 * delay <= elapsed < 4.9 * delay, elapsed
+    assert llm.waves() == 4
     assert llm.max_in_flight == 6  # three documents' support and utility calls at once
+    spans = llm.spans()
+    by_wave: dict[int, list[str]] = {}
+    for span in spans:
+        by_wave.setdefault(span.wave, []).append(kind(span))
+    assert {w: sorted(kinds) for w, kinds in by_wave.items()} == {
+        1: ["decision"],
+        2: ["relevance"] * 3,
+        3: ["generate"] * 3,
+        4: ["support"] * 3 + ["utility"] * 3,
+    }
+    # Each document's support call overlapped the utility calls, none waited for another.
+    last = [s for s in spans if s.wave == 4]
+    for support in (s for s in last if kind(s) == "support"):
+        assert all(support.overlaps(u) for u in last if kind(u) == "utility")
+    # And every document's chain ran beside the others: its relevance verdicts overlapped.
+    relevance = [s for s in spans if s.wave == 2]
+    assert all(a.overlaps(b) for a in relevance for b in relevance)
+    assert [sum(d in s.request.prompt_text() for s in relevance) for d in (DOC_A, DOC_B, DOC_C)] == [1, 1, 1]
     actions = [s.action for s in response.reasoning_chain]
     first_doc = actions[actions.index("evaluate_relevance"):][:4]
     assert first_doc == ["evaluate_relevance", "generate", "assess_support", "rate_utility"]
