@@ -81,7 +81,7 @@ def respond(prompt: str, request: Any) -> Any:
         return "Paris\n[IsRel] relevant\n[IsSup] fully supported\n[IsUse] 5"
     if "[IsRel]" in p:
         return "Paris\n[IsRel] relevant\n[IsSup] fully supported"
-    if "Do you need to retrieve documents" in p:
+    if "checked in reference documents" in p:
         return "yes"
     if "Rating:" in p:
         return "5"

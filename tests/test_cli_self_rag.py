@@ -40,7 +40,7 @@ def ask(capsys, docs_dir, llm, *extra) -> tuple[int, str, str]:
 # Seed 000's score picks Paris (3 + 2×1 + 0.5 = 5.5) over Berlin (4 + 0 + 0.5 = 4.5),
 # though Berlin's utility alone is higher.
 COMBINED = {
-    "Do you need to retrieve": "yes",
+    "checked in reference documents": "yes",
     PARIS: "Paris\n[IsRel] relevant\n[IsSup] fully supported",
     BERLIN: "Berlin\n[IsRel] relevant\n[IsSup] no support",
     "Answer: Paris": "3",
@@ -91,7 +91,7 @@ def test_combined_trace_shows_each_candidates_critique(tmp_path, docs_dir, capsy
 
 
 def test_no_retrieval_path_is_two_calls(tmp_path, docs_dir, capsys):
-    llm = script(tmp_path, {"Do you need to retrieve": "No.", QUESTION: "Paris"})
+    llm = script(tmp_path, {"checked in reference documents": "No.", QUESTION: "Paris"})
     code, out, err = ask(capsys, docs_dir, llm, "--json")
     assert code == 0, err
     data = json.loads(out)

@@ -24,7 +24,7 @@ from selfrag.types import ArchitectureType, Document, Question, RetrievalResult
 QUESTION = Question(
     id="q1", text="What is the capital of France?", type="bridge", answers=("Paris",)
 )
-DECISION = "Do you need to retrieve"
+DECISION = "checked in reference documents"
 DOC_A, DOC_B, DOC_C = (
     "Paris is the capital of France.",
     "France is in Europe.",

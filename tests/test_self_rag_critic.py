@@ -47,7 +47,7 @@ def label_script(retrieve=(0.9, 0.1)):
 
 async def test_label_probs_pipeline_budget_trace_and_scores(france_retriever):
     llm = ScriptedBackend(label_script())
-    method = create_method("self_rag_critic", llm, france_retriever, {"self_rag_critic": {"rerank": {"top_k": 2}}})
+    method = create_method("self_rag_critic", llm, france_retriever, {"self_rag_critic": {"joint_candidate": False, "rerank": {"top_k": 2}}})
     r = await method.answer(Q)
     assert r.answer == "Paris"
     # 1 retrieval decision + 3 passages × (relevance, candidate, support, utility)
@@ -73,7 +73,7 @@ async def test_label_probs_pipeline_budget_trace_and_scores(france_retriever):
 
 async def test_no_retrieval_when_the_probability_is_below_the_threshold(france_retriever):
     llm = ScriptedBackend(label_script(retrieve=(0.1, 0.9)))
-    method = create_method("self_rag_critic", llm, france_retriever)
+    method = create_method("self_rag_critic", llm, france_retriever, {"self_rag_critic": {"joint_candidate": False}})
     r = await method.answer(Q)
     assert france_retriever.calls == []
     assert r.retrieval_needed is False and r.num_retrieval_calls == 0
@@ -95,7 +95,7 @@ async def test_reflection_token_model_one_call_per_passage(france_retriever):
         },
         model="selfrag_llama2_7b",
     )
-    method = create_method("self_rag_critic", llm, france_retriever)
+    method = create_method("self_rag_critic", llm, france_retriever, {"self_rag_critic": {"joint_candidate": False}})
     r = await method.answer(Q)
     assert r.answer == "Paris"
     assert r.num_llm_calls == 4  # 1 decision + 1 per passage
@@ -108,7 +108,7 @@ async def test_reflection_token_model_one_call_per_passage(france_retriever):
 async def test_backend_without_log_probs_uses_text_labels_visibly(france_retriever):
     script = {k: (v["text"] if isinstance(v, dict) else v) for k, v in label_script().items()}
     llm = ScriptedBackend(script, supports_logprobs=False)
-    method = create_method("self_rag_critic", llm, france_retriever)
+    method = create_method("self_rag_critic", llm, france_retriever, {"self_rag_critic": {"joint_candidate": False}})
     r = await method.answer(Q)
     assert r.answer == "Paris"
     assert r.details["critique_source"] == "text"
@@ -132,7 +132,7 @@ async def test_self_reflection_in_the_method(france_retriever):
     )
     method = create_method(
         "self_rag_critic", ScriptedBackend(script), only_c,
-        {"self_rag_critic": {"reflection": {"enabled": True, "max_iterations": 2}}},
+        {"self_rag_critic": {"joint_candidate": False, "reflection": {"enabled": True, "max_iterations": 2}}},
     )
     r = await method.answer(Q)
     assert r.answer == "Paris, France"
@@ -145,7 +145,7 @@ async def test_self_reflection_in_the_method(france_retriever):
 async def test_rerank_can_be_switched_off(france_retriever):
     method = create_method(
         "self_rag_critic", ScriptedBackend(label_script()), france_retriever,
-        {"self_rag_critic": {"rerank": {"enabled": False}, "adaptive": {"mode": "always"}}},
+        {"self_rag_critic": {"joint_candidate": False, "rerank": {"enabled": False}, "adaptive": {"mode": "always"}}},
     )
     r = await method.answer(Q)
     actions = [s.action for s in r.reasoning_chain]
@@ -157,7 +157,7 @@ async def test_regression_config_weights_reach_the_scoring(france_retriever):
     # The reference's caller and callee disagreed on argument names/positions; here the
     # config model and the scoring weights have the same fields, and a changed weight shows.
     assert set(WeightsConfig.model_fields) == {f.name for f in dataclasses.fields(Weights)}
-    cfg = {"self_rag_critic": {"weights": {"w_rel": 0.0, "w_sup": 0.0, "w_use": 2.0, "use_seq_score": False}}}
+    cfg = {"self_rag_critic": {"joint_candidate": False, "weights": {"w_rel": 0.0, "w_sup": 0.0, "w_use": 2.0, "use_seq_score": False}}}
     r = await create_method("self_rag_critic", ScriptedBackend(label_script()), france_retriever, cfg).answer(Q)
     select = r.reasoning_chain[-1].details
     assert select["weights"] == {"w_rel": 0.0, "w_sup": 0.0, "w_use": 2.0, "use_seq_score": False}
@@ -170,7 +170,7 @@ def test_unknown_config_keys_are_rejected(france_retriever):
 
     with pytest.raises(ConfigError, match="threshhold"):
         create_method("self_rag_critic", ScriptedBackend([]), france_retriever,
-                      {"self_rag_critic": {"adaptive": {"threshhold": 0.3}}})
+                      {"self_rag_critic": {"joint_candidate": False, "adaptive": {"threshhold": 0.3}}})
 
 
 @pytest.mark.parametrize("name", ["self_rag_critic", "self_rag_critic_dense", "self_rag_critic_hybrid"])
@@ -224,7 +224,7 @@ async def test_embedded_model_runs_both_methods_on_the_demo_corpus(embedded_llm)
     timings = {}
     critic = create_method(
         "self_rag_critic", embedded_llm, retriever,
-        {"self_rag_critic": {"top_k": 2, "max_answer_tokens": 12, "rerank": {"top_k": 2}}},
+        {"self_rag_critic": {"joint_candidate": False, "top_k": 2, "max_answer_tokens": 12, "rerank": {"top_k": 2}}},
     )
     start = time.perf_counter()
     r = await critic.answer(question)
@@ -289,7 +289,7 @@ async def test_openai_compatible_server_with_a_self_rag_model_uses_reflection_to
 
     with ScriptedHTTPServer(handler) as server:
         llm = OpenAIBackend("selfrag/selfrag_llama2_7b", base_url=server.url)
-        r = await create_method("self_rag_critic", llm, france_retriever).answer(Q)
+        r = await create_method("self_rag_critic", llm, france_retriever, {"self_rag_critic": {"joint_candidate": False}}).answer(Q)
         await llm.aclose()
         paths = [p for p, _, _ in server.requests]
         bodies = [b for _, b, _ in server.requests]
@@ -324,7 +324,7 @@ async def test_openai_chat_model_uses_label_probabilities(france_retriever):
 
     with ScriptedHTTPServer(handler) as server:
         llm = OpenAIBackend("gpt-4o-mini", base_url=server.url)
-        r = await create_method("self_rag_critic", llm, france_retriever).answer(Q)
+        r = await create_method("self_rag_critic", llm, france_retriever, {"self_rag_critic": {"joint_candidate": False}}).answer(Q)
         await llm.aclose()
         bodies = [b for _, b, _ in server.requests]
     assert r.answer == "Paris" and r.details["critique_source"] == "label_probs"
@@ -352,7 +352,7 @@ async def test_anthropic_falls_back_to_text_labels(france_retriever):
 
     with ScriptedHTTPServer(handler) as server:
         llm = AnthropicBackend("claude-3-5-haiku-latest", base_url=server.url, api_key="sk-ant-test")
-        r = await create_method("self_rag_critic", llm, france_retriever).answer(Q)
+        r = await create_method("self_rag_critic", llm, france_retriever, {"self_rag_critic": {"joint_candidate": False}}).answer(Q)
         await llm.aclose()
     assert r.answer == "Paris" and r.details["critique_source"] == "text"
     assert all(s.details["critique_source"] == "text" for s in r.reasoning_chain if s.action.startswith("critique_"))

@@ -18,7 +18,7 @@ from selfrag.reflection.parse import parse_fused_critique
 from selfrag.types import Question
 
 QUESTION = Question(id="q1", text="What is the capital of France?", answers=("Paris",))
-DECISION = "Do you need to retrieve"
+DECISION = "checked in reference documents"
 DOC_A, DOC_B, DOC_C = (
     "Paris is the capital of France.",
     "France is in Europe.",

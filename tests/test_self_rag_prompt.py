@@ -10,7 +10,7 @@ from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import self_rag_decision as module
 from selfrag.methods.self_rag import SelfRAG
-from selfrag.methods.self_rag_decision import FALLBACK_DECISION_PROMPT
+from selfrag.methods.self_rag_decision import FALLBACK_DECISION_PROMPT, SYSTEM
 from selfrag.prompts import load_prompt, placeholders, render
 
 QUESTION = "What is the capital of France?"
@@ -49,8 +49,10 @@ def test_json_prompts_show_the_exact_json_shape():
 async def test_the_packaged_decision_prompt_is_sent(france_retriever):
     llm = ScriptedBackend(["no", "Paris"])
     await SelfRAG(llm, france_retriever, {}).answer(QUESTION)
-    assert llm.calls[0].prompt_text() == render(load_prompt("self_rag"), question=QUESTION)
-    assert 'exactly "yes" or "no"' in llm.calls[0].prompt_text()
+    system, user = llm.calls[0].messages
+    assert (system.role, system.content) == ("system", SYSTEM)
+    assert user.content == render(load_prompt("self_rag"), question=QUESTION)
+    assert "yes or no" in user.content
 
 
 async def test_inline_fallback_when_the_packaged_file_is_missing(france_retriever, monkeypatch):
@@ -64,7 +66,7 @@ async def test_inline_fallback_when_the_packaged_file_is_missing(france_retrieve
     monkeypatch.setattr(module, "load_prompt", missing_decision)
     llm = ScriptedBackend(["no", "Paris"])
     response = await SelfRAG(llm, france_retriever, {}).answer(QUESTION)
-    assert llm.calls[0].prompt_text() == FALLBACK_DECISION_PROMPT.format(question=QUESTION)
+    assert llm.calls[0].messages[-1].content == FALLBACK_DECISION_PROMPT.format(question=QUESTION)
     assert response.answer == "Paris"
 
 
@@ -73,7 +75,7 @@ async def test_custom_prompt_path(tmp_path, france_retriever):
     path.write_text("Retrieve for {question}? yes/no")
     llm = ScriptedBackend(["no", "Paris"])
     await SelfRAG(llm, france_retriever, {"prompt_path": str(path)}).answer(QUESTION)
-    assert llm.calls[0].prompt_text() == f"Retrieve for {QUESTION}? yes/no"
+    assert llm.calls[0].messages[-1].content == f"Retrieve for {QUESTION}? yes/no"
 
 
 def test_a_missing_custom_prompt_is_a_clear_error(tmp_path):
@@ -91,7 +93,7 @@ def test_a_custom_prompt_needs_only_the_question_placeholder(tmp_path, text):
 
 async def test_passages_are_delimited_in_every_critique_prompt(france_retriever):
     llm = ScriptedBackend(
-        {"Do you need to retrieve": "yes", "<document": "Paris", "Answer: Paris": "4"}
+        {"checked in reference documents": "yes", "<document": "Paris", "Answer: Paris": "4"}
     )
     await SelfRAG(llm, france_retriever, {"num_candidates": 2, "joint_candidate": False}).answer(QUESTION)
     critique = [c.prompt_text() for c in llm.calls if "[IsRel]" in c.prompt_text()]

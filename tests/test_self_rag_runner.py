@@ -26,7 +26,7 @@ from selfrag.eval.ledger import read_ledger
 from selfrag.eval.results import read_predictions
 from selfrag.eval.runner import run_experiment_async
 
-DECISION = "Do you need to retrieve documents"
+DECISION = "checked in reference documents"
 STEPS = [
     "retrieval_decision",
     "retrieve",

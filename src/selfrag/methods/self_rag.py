@@ -29,7 +29,7 @@ retrieval, 2 without; ``joint_candidate: false`` gives seed 000's ``1 + 2n``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -44,7 +44,7 @@ from .base import Method, MethodConfig, Outcome
 from .concurrency import gather_in_order
 from .context import build_context
 from .registry import register
-from .self_rag_decision import DEFAULT_THRESHOLD, decide_retrieval, decision_template
+from .self_rag_decision import DEFAULT_THRESHOLD, Calibration, decide_retrieval, decision_template
 from .self_rag_modes import MODES, Passages
 from .text import clean_answer
 from .trace import Run
@@ -64,8 +64,9 @@ class SelfRAGConfig(MethodConfig):
     # adaptive: the model decides (one call); always / never: skip that call and
     # retrieve for every question / for none (the paper's forced-retrieval settings).
     retrieval_mode: Literal["adaptive", "always", "never"] = "adaptive"
-    # Adaptive decision on a backend with log-probabilities: retrieve when P(yes) >= this.
-    retrieval_threshold: float = Field(DEFAULT_THRESHOLD, ge=0.0, le=1.0)
+    # Adaptive decision on a backend with log-probabilities: retrieve when P(yes) >= this;
+    # "auto": measured once per backend on written anchor questions (self_rag_decision.py).
+    retrieval_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["auto"] = DEFAULT_THRESHOLD
     # One more candidate written over every passage not judged irrelevant.
     joint_candidate: bool = True
 
@@ -99,6 +100,7 @@ class SelfRAG(Method):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.decision_prompt = decision_template(self.config.prompt_path)
+        self.calibration = Calibration()
         short = min(self.config.critic_max_tokens, int(self.llm_params["max_tokens"]))
         self.mode = MODES[self.config.critique](self.llm, self.config.max_context_tokens, short)
 
@@ -147,6 +149,7 @@ class SelfRAG(Method):
             decision = await decide_retrieval(
                 run, self.decision_prompt, question,
                 threshold=self.config.retrieval_threshold, max_tokens=self.mode.short_tokens,
+                calibration=self.calibration,
             )
             return decision.needed
         needed = mode == "always"

@@ -8,12 +8,15 @@ is chosen per backend and recorded in the trace.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import Field
 
 from ..reflection import score as S
 from ..reflection.readings import Draft
 from ..types import ArchitectureType, Document, Question
 from .answer_format import answer_format
+from .answer_shape import malformed
 from .base import Method, MethodConfig, Outcome
 from .critique import Critic, CriticConfig, Task
 from .critique import drafts as write_drafts
@@ -40,6 +43,8 @@ class SelfRagCriticConfig(MethodConfig):
     rerank: RerankConfig = Field(default_factory=RerankConfig)
     weights: WeightsConfig = Field(default_factory=WeightsConfig)
     reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
+    # One more candidate written over every retrieved passage the critic did not judge irrelevant.
+    joint_candidate: bool = True
 
 
 @register
@@ -88,6 +93,22 @@ class SelfRagCritic(Method):
             passages: list[Document | None] = list(result.documents)
             drafts = await write_drafts(critic, run, Task(q), passages)
 
+        if retrieved and cfg.joint_candidate:
+            drafts = await self._with_joint(critic, run, q, result.documents, drafts + dropped) + drafts
+        usable = [d for d in drafts if malformed(d.text) is None]
+        if len(usable) < len(drafts):
+            run.note(
+                "discard_candidates",
+                thought="A candidate with no answer is never selected.",
+                observation=f"{len(drafts) - len(usable)} of {len(drafts)} candidates had no answer",
+                details={"discarded": [{"reason": malformed(d.text), "text": d.text[:200]}
+                                       for d in drafts if malformed(d.text) is not None]},
+            )
+        if not usable:  # write one answer over every retrieved passage (or none)
+            docs = list(result.documents) if retrieved else []
+            usable = await write_drafts(critic, run, Task(q), [joint_document(docs) if docs else None])
+        dropped += [d for d in drafts if d not in usable]
+        drafts = usable
         breakdowns = [d.score(weights) for d in drafts]
         order = S.rank([b.total for b in breakdowns], len(drafts))
         best_i = order[0]
@@ -131,6 +152,31 @@ class SelfRagCritic(Method):
             candidates=candidates,
             details=details,
         )
+
+
+    async def _with_joint(
+        self, critic: Critic, run: Run, question: str, docs: Sequence[Document], judged: list[Draft]
+    ) -> list[Draft]:
+        """The candidate over every retrieved passage not judged irrelevant (relevance < 0.5)."""
+        irrelevant = {
+            d.passage.id for d in judged
+            if d.passage is not None and (d.value("relevance") is not None and d.value("relevance") < 0.5)
+        }
+        keep = [doc for doc in docs if doc.id not in irrelevant] or list(docs)
+        if len(keep) < 2:
+            return []
+        return await write_drafts(critic, run, Task(question), [joint_document(keep)])
+
+
+def joint_document(docs: Sequence[Document]) -> Document:
+    """Several passages as one, for a candidate that reads them all."""
+    if len(docs) == 1:
+        return docs[0]
+    return Document(
+        id="+".join(d.id for d in docs),
+        title=" + ".join(d.title or d.id for d in docs),
+        text="\n\n".join(f"{d.title}: {d.text}" if d.title else d.text for d in docs),
+    )
 
 
 def _name(doc: Document | None) -> str:

@@ -21,7 +21,7 @@ from ..reflection import score as S
 from ..reflection.parse import parse_retrieval_decision
 from ..reflection.tokens import LABEL_GROUPS
 from ..types import Question
-from .trace import Run, shorten
+from .trace import Run, StepRecord, shorten
 
 # Used only if the packaged prompts/self_rag.txt is missing.
 FALLBACK_DECISION_PROMPT = (
@@ -29,11 +29,30 @@ FALLBACK_DECISION_PROMPT = (
     "accurately.\n\nQuestion: {question}\n\n"
     'Do you need to retrieve documents? Reply with exactly "yes" or "no".\n'
 )
-# Probability of "yes" above which the model's decision is "retrieve" (label-probability
-# backends only). Chosen on HotpotQA dev questions 300-399 and the written no-documents
-# set with both benchmark models: see docs/methods.md, "Calibrating the retrieval decision".
-DEFAULT_THRESHOLD = 0.05
+SYSTEM = "You decide whether a question needs facts looked up in reference documents."
 TOP_LOGPROBS = 20
+# Where P(yes) falls differs from model to model (Qwen2.5-0.5B put HotpotQA questions
+# near 0.36, the 1.5B near 0.9), so no fixed threshold serves both. "auto" asks the
+# model about these written anchor questions once and puts the threshold halfway
+# between the mean P(yes) of the two groups (docs/methods.md, "The retrieval decision").
+DEFAULT_THRESHOLD = "auto"
+FALLBACK_THRESHOLD = 0.5
+ANCHORS_RETRIEVE = (
+    "Who was the first president of the football club founded in Barcelona in 1899?",
+    "In what year did the architect of the Sydney Opera House die?",
+    "Which band released the album that includes the song 'Wonderwall'?",
+    "What is the population of the town where the Peace of Westphalia was signed?",
+    "Which university did the director of the film 'Inception' attend?",
+    "What instrument did the founder of the Berlin Philharmonic play?",
+)
+ANCHORS_SKIP = (
+    "What is 7 plus 6?",
+    "What does the word 'quick' mean?",
+    "Hello there!",
+    "Write a sentence using the word 'blue'.",
+    "What is 100 divided by 4?",
+    "Thanks, see you later.",
+)
 
 
 def decision_template(path: str | None) -> str:
@@ -66,14 +85,59 @@ class Decision:
     source: str  # "label_probs" or "text"
 
 
+async def read_p_yes(run: Run, template: str, text: str, *, action: str, thought: str) -> tuple[float | None, StepRecord]:
+    """P(yes) / (P(yes) + P(no)) of the decision prompt for ``text`` (None without log-probabilities)."""
+    step = await run.generate(
+        chat(SYSTEM, render(template, question=text)), action=action, thought=thought,
+        action_input=text, max_tokens=1, top_logprobs=TOP_LOGPROBS,
+    )
+    gen = step.gen
+    if gen is None or not gen.logprobs:
+        return None, step
+    return S.p_retrieve(S.group_probs(gen.logprobs[0].top, LABEL_GROUPS["retrieve"])), step
+
+
+class Calibration:
+    """The "auto" threshold of one backend, measured once on the anchor questions."""
+
+    def __init__(self) -> None:
+        self.value: float | None = None
+
+    async def threshold(self, run: Run, template: str) -> float:
+        if self.value is not None:
+            return self.value
+        groups: dict[str, list[float]] = {"retrieve": [], "skip": []}
+        for name, anchors in (("retrieve", ANCHORS_RETRIEVE), ("skip", ANCHORS_SKIP)):
+            for text in anchors:
+                p, step = await read_p_yes(run, template, text, action="calibrate_decision",
+                                      thought=f"Calibrate the retrieval threshold: a '{name}' anchor.")
+                step.observation = f"P(yes)={p if p is None else round(p, 4)} ({name} anchor)"
+                if p is not None:
+                    groups[name].append(p)
+        hi = sum(groups["retrieve"]) / len(groups["retrieve"]) if groups["retrieve"] else None
+        lo = sum(groups["skip"]) / len(groups["skip"]) if groups["skip"] else None
+        ok = hi is not None and lo is not None and hi > lo
+        self.value = (hi + lo) / 2 if ok else FALLBACK_THRESHOLD  # type: ignore[operator]
+        run.note(
+            "calibrate_decision",
+            thought="Threshold halfway between the mean P(yes) of the two anchor groups.",
+            action_input=f"{len(ANCHORS_RETRIEVE)} + {len(ANCHORS_SKIP)} anchors",
+            observation=(f"threshold={self.value:.4f} (retrieve anchors {hi:.4f}, skip anchors {lo:.4f})" if ok
+                         else f"the anchors do not separate; threshold={FALLBACK_THRESHOLD}"),
+            details={"threshold": round(self.value, 4), "anchor_means": [hi, lo]},
+        )
+        return self.value
+
+
 async def decide_retrieval(
-    run: Run, template: str, question: Question, *, threshold: float, max_tokens: int
+    run: Run, template: str, question: Question, *, threshold: float | str, max_tokens: int,
+    calibration: Calibration | None = None,
 ) -> Decision:
     """Ask once whether to retrieve; read P(yes) when the backend gives log-probabilities."""
     llm = run.llm
     probs_wanted = bool(llm.supports_logprobs)
     step = await run.generate(
-        chat(None, render(template, question=question.text)),
+        chat(SYSTEM, render(template, question=question.text)),
         action="retrieval_decision",
         thought="Decide whether retrieval is needed.",
         action_input=question.text,
@@ -85,6 +149,8 @@ async def decide_retrieval(
     if probs_wanted and gen is not None and gen.logprobs:
         p_yes = S.p_retrieve(S.group_probs(gen.logprobs[0].top, LABEL_GROUPS["retrieve"]))
     if p_yes is not None:
+        if not isinstance(threshold, float | int):
+            threshold = await (calibration or Calibration()).threshold(run, template)
         decision = Decision(p_yes >= threshold, p_yes, "label_probs")
         how = f"P(yes)={p_yes:.3f} {'>=' if decision.needed else '<'} threshold {threshold:g}"
     else:
