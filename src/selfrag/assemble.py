@@ -17,7 +17,7 @@ from .llm.pricing import Pricing
 from .methods.base import Method
 from .methods.registry import get_method_class
 from .retrieval.base import Retriever, RetrieverFactory
-from .retrieval.registry import create_retriever, retriever_factory
+from .retrieval.registry import create_retriever, options_for, retriever_factory
 from .types import Document
 
 
@@ -39,18 +39,8 @@ def build_backend(cfg: ExperimentConfig, *, use_cache: bool | None = None) -> An
 
 
 def retriever_options(cfg: ExperimentConfig) -> dict[str, Any]:
-    """Options for the configured retriever (only those it takes)."""
-    r = cfg.retrieval
-    if r.method == "bm25":
-        return {}
-    opts: dict[str, Any] = {}
-    if r.embedding_model:
-        opts["embedding_model"] = r.embedding_model
-    if r.vector_store != "auto":
-        opts["vector_store"] = r.vector_store
-    if r.method == "hybrid":
-        opts.update(fusion=r.fusion, rrf_k=r.rrf_k, bm25_weight=r.bm25_weight, dense_weight=r.dense_weight)
-    return opts
+    """Options for the configured retriever: those its registry entry takes, left out when not set."""
+    return options_for(cfg.retrieval.method, cfg.retrieval)
 
 
 def build_retriever_factory(cfg: ExperimentConfig) -> RetrieverFactory:

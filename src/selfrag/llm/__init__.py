@@ -1,6 +1,14 @@
 """LLM backends behind one async protocol."""
 
-from .base import BaseBackend, LLMBackend, LLMRequest, Message, RetryPolicy, build_request
+from .base import (
+    BackendKind,
+    BaseBackend,
+    LLMBackend,
+    LLMRequest,
+    Message,
+    RetryPolicy,
+    build_request,
+)
 from .cache import CachedBackend, SQLiteCache
 from .delayed import DelayedBackend
 from .factory import create_backend, parse_spec
@@ -8,6 +16,7 @@ from .pricing import Pricing
 from .scripted import ScriptedBackend
 
 __all__ = [
+    "BackendKind",
     "BaseBackend",
     "CachedBackend",
     "DelayedBackend",

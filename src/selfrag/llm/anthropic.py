@@ -15,56 +15,21 @@ from typing import Any
 
 from ..errors import BackendError, ConfigError
 from ..types import Generation
-from .base import BaseBackend, LLMRequest, RetryPolicy
-from .credentials import PROVIDERS, resolve_credentials
-from .http import HTTPTransport
-from .pricing import Pricing, lookup_pricing
+from .base import HTTP_SETTINGS, BackendKind, LLMRequest
+from .credentials import PROVIDERS
+from .remote import HTTPBackend
 
 DEFAULT_BASE_URL = PROVIDERS["anthropic"].default_url
 API_VERSION = "2023-06-01"
 
 
-class AnthropicBackend(BaseBackend):
+class AnthropicBackend(HTTPBackend):
     provider = "anthropic"
+    api = PROVIDERS["anthropic"]
     supports_logprobs = False
     supports_json = False
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        api_key_env: str | None = None,
-        timeout: float = 120.0,
-        pricing: Pricing | None = None,
-        retry: RetryPolicy | None = None,
-        **kwargs: Any,
-    ) -> None:
-        if not model:
-            raise ConfigError("anthropic backend needs a model name: anthropic:MODEL")
-        creds = resolve_credentials("anthropic", base_url, api_key=api_key, api_key_env=api_key_env)
-        self.base_url = creds.base_url
-        self._display_url = creds.display_url
-        self._default_url = creds.is_default_url
-        if pricing is None:
-            # A base URL here is a proxy in front of Anthropic, so list prices still apply.
-            pricing = lookup_pricing("anthropic", model)
-        super().__init__(model, pricing=pricing, retry=retry, **kwargs)
-        self._http = HTTPTransport(
-            creds.base_url,
-            {"content-type": "application/json", "anthropic-version": API_VERSION, **creds.headers()},
-            timeout,
-            label=f"anthropic:{model}",
-            auth=creds.basic_auth,
-            unauthorized_hint=creds.withheld_hint,
-        )
-
-    @property
-    def spec(self) -> str:
-        if self._default_url:
-            return f"anthropic:{self.model}"
-        return f"anthropic:{self.model}@{self._display_url}"
+    request_headers = {"content-type": "application/json", "anthropic-version": API_VERSION}
+    spec_forms = "anthropic:MODEL"
 
     async def _generate(self, request: LLMRequest) -> Generation:
         system_parts: list[str] = []
@@ -102,5 +67,11 @@ class AnthropicBackend(BaseBackend):
             model=str(data.get("model") or self.model),
         )
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
+
+# The registry's entry (see selfrag.llm.factory).
+KIND = BackendKind(
+    name="anthropic",
+    create=AnthropicBackend,
+    specs=("anthropic:MODEL",),
+    settings=HTTP_SETTINGS,
+)

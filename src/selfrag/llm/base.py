@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -259,3 +259,22 @@ class BaseBackend(RequestGenerator):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.spec}>"
+
+
+# The settings create_backend passes on, to the kinds that take them (besides backend options like n_ctx).
+HTTP_SETTINGS = frozenset({"base_url", "pricing", "retry", "timeout", "api_key_env"})
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    """Everything :func:`~selfrag.llm.factory.create_backend` needs to know about one kind of backend.
+
+    A backend's module declares it as ``KIND``; :mod:`.factory` maps the name to that module.
+    """
+
+    name: str  # the spec's prefix: NAME or NAME:TARGET
+    create: Callable[..., Any]  # (target, **the settings it takes) -> a backend
+    specs: tuple[str, ...]  # the spec forms it accepts, as help and errors list them
+    # The settings create() is given, when set: any of HTTP_SETTINGS (with base_url, TARGET may end
+    # in @http(s)://BASE_URL) and backend options (n_ctx, ...). Others are not passed.
+    settings: frozenset[str] = frozenset()

@@ -15,6 +15,10 @@ OpenAI-compatible embeddings:
   token alone) are taken out of the URL the client uses, sent to that server
   as HTTP Basic auth, and shown as ``***`` wherever the URL is displayed.
 * A key passed in Python (``api_key=...``) is sent as given.
+
+:func:`resolve_credentials` applies the policy; :meth:`Credentials.transport`
+opens the HTTP client that follows it (key header, Basic auth, the hint on a
+401/403 that a key was withheld). Every API client sets up through these two.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypedDict
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..errors import ConfigError
 from ..redaction import redact_url_credentials
+from .http import HTTPTransport
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -48,6 +54,16 @@ PROVIDERS = {
     "openai": Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", "Authorization", "Bearer "),
     "anthropic": Provider("anthropic", "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY", "x-api-key"),
 }
+
+
+class APITarget(TypedDict, total=False):
+    """Where an API client sends its requests and which key goes with them: the keyword arguments
+    every API client (the HTTP backends, OpenAI-compatible embeddings) takes and hands, as they are,
+    to :func:`resolve_credentials`."""
+
+    base_url: str | None  # None: the provider's own URL
+    api_key: str | None  # a key given in code, sent as given
+    api_key_env: str | None  # the environment variable holding the key for another server
 
 
 @dataclass(frozen=True)
@@ -74,6 +90,18 @@ class Credentials:
             return {}
         return {self.provider.key_header: f"{self.provider.key_prefix}{self.api_key}"}
 
+    def transport(self, headers: Mapping[str, str], timeout: float, label: str) -> HTTPTransport:
+        """An HTTP client for this target: ``headers`` plus the key header, the URL's credentials
+        as Basic auth, and the withheld-key hint on HTTP 401/403. ``label`` starts its errors."""
+        return HTTPTransport(
+            self.base_url,
+            {**headers, **self.headers()},
+            timeout,
+            label=label,
+            auth=self.basic_auth,
+            unauthorized_hint=self.withheld_hint,
+        )
+
 
 def split_userinfo(url: str) -> tuple[str, str | None]:
     """``(url without credentials, the credentials or None)``."""
@@ -85,7 +113,7 @@ def split_userinfo(url: str) -> tuple[str, str | None]:
 
 
 def resolve_credentials(
-    provider: str,
+    provider: str | Provider,
     base_url: str | None = None,
     *,
     api_key: str | None = None,
@@ -97,12 +125,14 @@ def resolve_credentials(
 ) -> Credentials:
     """Resolve where ``provider`` requests go and which key goes with them (see the module docstring).
 
+    ``provider`` is a name in :data:`PROVIDERS` or a :class:`Provider` of a backend's own.
+
     ``setting`` names the opt-in where errors mention it; ``opt_in`` shows how
     to send a withheld key (``{name}`` is the variable); ``missing_hint`` is
     added to the error for a missing key on the official host.
     """
     env = os.environ if environ is None else environ
-    p = PROVIDERS[provider]
+    p = provider if isinstance(provider, Provider) else PROVIDERS[provider]
     raw = (base_url or p.default_url).strip().rstrip("/")
     url, userinfo = split_userinfo(raw)
     parts = urlsplit(url)
@@ -110,9 +140,9 @@ def resolve_credentials(
     try:
         port = parts.port
     except ValueError:
-        raise ConfigError(f"{provider} base URL {shown!r} has an invalid port; give http(s)://HOST[:PORT]/PATH") from None
+        raise ConfigError(f"{p.name} base URL {shown!r} has an invalid port; give http(s)://HOST[:PORT]/PATH") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{provider} base URL {shown!r} is not an http(s) URL; give http(s)://HOST[:PORT]/PATH")
+        raise ConfigError(f"{p.name} base URL {shown!r} is not an http(s) URL; give http(s)://HOST[:PORT]/PATH")
     official = parts.scheme == "https" and parts.hostname.lower() == p.official_host and port in (None, 443)
     basic = None
     if userinfo is not None:
@@ -139,7 +169,7 @@ def resolve_credentials(
         key_env = p.key_env
     if key is not None and basic is not None and p.key_header.lower() == "authorization":
         raise ConfigError(
-            f"{provider} base URL {shown!r} has credentials and a key is set too; both would go in the "
+            f"{p.name} base URL {shown!r} has credentials and a key is set too; both would go in the "
             f"Authorization header: give the server's credentials once"
         )
     hint = None

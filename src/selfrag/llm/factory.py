@@ -22,29 +22,39 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .base import RetryPolicy
+from ..kinds import Kinds
+from .base import BackendKind, RetryPolicy
 from .cache import CachedBackend
 from .pricing import Pricing
 
-SPEC_HELP = (
-    "llamacpp, llamacpp:PATH.gguf, openai:MODEL, openai:MODEL@BASE_URL, "
-    "anthropic:MODEL, scripted:PATH.json"
+# name (the spec's prefix) -> the module that declares its KIND (imported on first use).
+# Adding a backend is writing its module and adding its line here.
+BACKENDS: Kinds[BackendKind] = Kinds(
+    {
+        "llamacpp": "selfrag.llm.llamacpp",
+        "openai": "selfrag.llm.openai_compat",
+        "anthropic": "selfrag.llm.anthropic",
+        "scripted": "selfrag.llm.scripted",
+    }
 )
 _URL = re.compile(r"^(?P<model>.+?)@(?P<url>https?://\S+)$")
-# Options that only the in-process backend understands.
-LOCAL_OPTIONS = {"n_ctx", "n_threads", "n_batch", "seed"}
+
+
+def spec_help() -> str:
+    """Every spec form the registered backends accept, for help and errors."""
+    return ", ".join(form for kind in BACKENDS.all() for form in kind.specs)
 
 
 def parse_spec(spec: str | None) -> tuple[str, str, str | None]:
-    """Split a spec into (provider, target, base_url)."""
+    """Split a spec into (provider, target, base_url); only backends that take a base URL have one."""
     spec = (spec or "llamacpp").strip()
     provider, _, rest = spec.partition(":")
     provider = provider.lower()
-    if provider in ("openai", "anthropic"):
+    kind = BACKENDS.find(provider)
+    if kind is not None and "base_url" in kind.settings:
         m = _URL.match(rest)
         if m:
             return provider, m["model"], m["url"]
-        return provider, rest, None
     return provider, rest, None
 
 
@@ -58,32 +68,20 @@ def create_backend(
     api_key_env: str | None = None,
     **options: Any,
 ):
-    """Create the backend a spec names, optionally wrapped in the SQLite cache."""
+    """Create the backend a spec names, optionally wrapped in the SQLite cache.
+
+    Each backend is given the settings and ``options`` (``n_ctx``, ...) its
+    registry entry takes; options that are None are left out.
+    """
     provider, target, base_url = parse_spec(spec)
     if isinstance(pricing, dict):
         pricing = Pricing(**pricing)
-    common: dict[str, Any] = {"pricing": pricing, "retry": retry}
-    if provider == "llamacpp":
-        from .llamacpp import LlamaCppBackend
-
-        local = {k: v for k, v in options.items() if k in LOCAL_OPTIONS and v is not None}
-        backend = LlamaCppBackend(target or None, **local, **common)
-    elif provider == "openai":
-        from .openai_compat import OpenAIBackend
-
-        backend = OpenAIBackend(target, base_url=base_url, api_key_env=api_key_env, timeout=timeout, **common)
-    elif provider == "anthropic":
-        from .anthropic import AnthropicBackend
-
-        backend = AnthropicBackend(target, base_url=base_url, api_key_env=api_key_env, timeout=timeout, **common)
-    elif provider == "scripted":
-        from .scripted import ScriptedBackend
-
-        if not target:
-            raise ConfigError("scripted backend needs a file: scripted:PATH.json")
-        backend = ScriptedBackend.from_file(target)
-    else:
-        raise ConfigError(f"unknown LLM backend {spec!r}; use one of: {SPEC_HELP}")
+    kind = BACKENDS.find(provider)
+    if kind is None:
+        raise ConfigError(f"unknown LLM backend {spec!r}; use one of: {spec_help()}")
+    given = {k: v for k, v in options.items() if v is not None}
+    given.update(base_url=base_url, pricing=pricing, retry=retry, timeout=timeout, api_key_env=api_key_env)
+    backend = kind.create(target, **{k: v for k, v in given.items() if k in kind.settings})
     if cache_path:
         return CachedBackend(backend, cache_path)
     return backend

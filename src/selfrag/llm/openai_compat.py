@@ -12,64 +12,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import BackendError, ConfigError
+from ..errors import BackendError
 from ..types import Generation, TokenLogprobs
-from .base import BaseBackend, LLMRequest, RetryPolicy
-from .credentials import PROVIDERS, resolve_credentials
-from .http import HTTPTransport
+from .base import HTTP_SETTINGS, BackendKind, LLMRequest
+from .credentials import PROVIDERS, Credentials
 from .pricing import Pricing, lookup_pricing
+from .remote import HTTPBackend
 
 DEFAULT_BASE_URL = PROVIDERS["openai"].default_url
 _COMPLETION_TOKENS_MODELS = ("o1", "o3", "o4", "gpt-5")
 
 
-class OpenAIBackend(BaseBackend):
+class OpenAIBackend(HTTPBackend):
     provider = "openai"
+    api = PROVIDERS["openai"]
     supports_logprobs = True
     supports_json = True
     supports_raw_prompt = True
+    spec_forms = "openai:MODEL or openai:MODEL@BASE_URL"
+    missing_key_hint = " (or point at a local server with openai:MODEL@http://127.0.0.1:8000/v1)"
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        api_key_env: str | None = None,
-        timeout: float = 120.0,
-        pricing: Pricing | None = None,
-        retry: RetryPolicy | None = None,
-        **kwargs: Any,
-    ) -> None:
-        if not model:
-            raise ConfigError("openai backend needs a model name: openai:MODEL or openai:MODEL@BASE_URL")
-        creds = resolve_credentials(
-            "openai",
-            base_url,
-            api_key=api_key,
-            api_key_env=api_key_env,
-            missing_hint=" (or point at a local server with openai:MODEL@http://127.0.0.1:8000/v1)",
-        )
-        self.base_url = creds.base_url
-        self._display_url = creds.display_url
-        self._default_url = creds.is_default_url
-        if pricing is None:
-            pricing = lookup_pricing("openai", model, None if creds.is_default_url else creds.base_url)
-        super().__init__(model, pricing=pricing, retry=retry, **kwargs)
-        self._http = HTTPTransport(
-            creds.base_url,
-            {"Content-Type": "application/json", **creds.headers()},
-            timeout,
-            label=f"openai:{model}",
-            auth=creds.basic_auth,
-            unauthorized_hint=creds.withheld_hint,
-        )
-
-    @property
-    def spec(self) -> str:
-        if self._default_url:
-            return f"openai:{self.model}"
-        return f"openai:{self.model}@{self._display_url}"
+    def list_pricing(self, model: str, creds: Credentials) -> Pricing:
+        # A self-hosted server (a local base URL) costs nothing.
+        return lookup_pricing("openai", model, None if creds.is_default_url else creds.base_url)
 
     async def _generate(self, request: LLMRequest) -> Generation:
         if request.prompt is not None:
@@ -133,8 +98,6 @@ class OpenAIBackend(BaseBackend):
             logprobs=logprobs,
         )
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
 
 
 def _first_choice(data: dict[str, Any], label: str) -> dict[str, Any]:
@@ -178,3 +141,12 @@ def _completion_logprobs(raw: Any) -> tuple[TokenLogprobs, ...] | None:
         top.setdefault(str(token), float(lp))
         out.append(TokenLogprobs(token=str(token), logprob=float(lp), top=top))
     return tuple(out)
+
+
+# The registry's entry (see selfrag.llm.factory).
+KIND = BackendKind(
+    name="openai",
+    create=OpenAIBackend,
+    specs=("openai:MODEL", "openai:MODEL@BASE_URL"),
+    settings=HTTP_SETTINGS,
+)

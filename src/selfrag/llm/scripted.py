@@ -35,7 +35,7 @@ from typing import Any
 
 from ..errors import BackendError, ConfigError, DataError, ScriptExhaustedError
 from ..types import Generation, TokenLogprobs
-from .base import BaseBackend, LLMRequest, approx_token_count
+from .base import BackendKind, BaseBackend, LLMRequest, approx_token_count
 
 _RESPONSE_KEYS = {
     "text",
@@ -199,3 +199,13 @@ def _to_logprobs(raw: Any, k: int) -> tuple[TokenLogprobs, ...]:
         top = dict(ranked[:k])
         out.append(TokenLogprobs(token=ranked[0][0], logprob=ranked[0][1], top=top))
     return tuple(out)
+
+
+def _from_spec(target: str) -> ScriptedBackend:
+    if not target:
+        raise ConfigError("scripted backend needs a file: scripted:PATH.json")
+    return ScriptedBackend.from_file(target)
+
+
+# The registry's entry (see selfrag.llm.factory): a script sets its own costs, so no settings.
+KIND = BackendKind(name="scripted", create=_from_spec, specs=("scripted:PATH.json",))

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import ConfigError, DataError
 from ..types import Document, RetrievalResult
+from .base import RetrieverKind
 from .persist import read_index_json
 from .store import read_documents, write_documents
 
@@ -331,3 +332,12 @@ def _stopword_set(stopwords: str | None) -> frozenset[str]:
         return frozenset(_infer_stopwords(stopwords))
     except ValueError as exc:
         raise ConfigError(f"unknown stop-word list {stopwords!r}; try 'en' or none") from exc
+
+
+# The registry's entry (see selfrag.retrieval.registry): BM25 takes no config options and no query-time ones.
+KIND = RetrieverKind(
+    name=BM25Retriever.name,
+    build=BM25Retriever,
+    load=BM25Retriever.load,
+    files=frozenset({"bm25.json", "documents.jsonl", *(f"bm25/{f}" for f in (_DATA, _INDICES, _INDPTR, _VOCAB, _PARAMS))}),
+)

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import ConfigError, DataError, require
 from ..types import Document, RetrievalResult
+from .base import RetrieverKind
 from .embedding_cache import EmbeddingCache, encode_documents, resolve_cache
 from .encoders import DEFAULT_MODEL, Encoder, canonical_model_name, get_encoder
 from .persist import read_index_json
@@ -243,3 +244,15 @@ class DenseRetriever:
                 raise damaged("faiss.index does not fit embeddings.npy and the documents")
         retriever._set_index(docs, emb, faiss_index)
         return retriever
+
+
+# The registry's entry (see selfrag.retrieval.registry). vector_store is also a query-time choice.
+KIND = RetrieverKind(
+    name=DenseRetriever.name,
+    build=DenseRetriever,
+    load=DenseRetriever.load,
+    files=frozenset({"dense.json", "documents.jsonl", "embeddings.npy", "faiss.index"}),
+    options={"embedding_model": "", "vector_store": "auto"},
+    load_options=("vector_store",),
+    build_options=frozenset({"cache", "show_progress"}),
+)

@@ -32,12 +32,15 @@ import random
 import threading
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Unpack, runtime_checkable
 
 import numpy as np
 
 from ..errors import BackendError, ConfigError, DataError, MissingDependencyError, require
 from ..redaction import REDACTED, redact_url_credentials
+
+if TYPE_CHECKING:
+    from ..llm.credentials import APITarget
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {"", "default", "all-MiniLM-L6-v2", DEFAULT_MODEL}
@@ -262,30 +265,28 @@ class OpenAIEmbeddingEncoder:
         self,
         model: str,
         *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        api_key_env: str | None = None,
         timeout: float = 60.0,
         batch_size: int = 128,
         max_attempts: int = 5,
         sleep=asyncio.sleep,
+        **target: Unpack[APITarget],
     ) -> None:
         from ..llm.credentials import resolve_credentials
-        from ..llm.http import HTTPTransport
         from ..llm.retry import RetryPolicy
 
         if not model:
             raise ConfigError("OpenAI embeddings need a model: openai:text-embedding-3-small")
+        base_url = target.get("base_url")
         if f"://{REDACTED}@" in (base_url or ""):
             raise ConfigError(
                 f"embedding model openai:{model}@{base_url} was saved without its credentials; "
                 "give the embedding model with the credentials in its URL (retrieval.embedding_model)"
             )
+        if target.get("api_key_env") is None:
+            target["api_key_env"] = os.environ.get(KEY_ENV_SETTING)
         creds = resolve_credentials(
             "openai",
-            base_url,
-            api_key=api_key,
-            api_key_env=api_key_env if api_key_env is not None else os.environ.get(KEY_ENV_SETTING),
+            **target,
             setting=KEY_ENV_SETTING,
             opt_in=f"export {KEY_ENV_SETTING}={{name}}",
             missing_hint=" (or use a local server with embedding_model: openai:MODEL@http://127.0.0.1:8000/v1)",
@@ -297,14 +298,7 @@ class OpenAIEmbeddingEncoder:
         self.retry = RetryPolicy(max_attempts=max_attempts)
         self._sleep = sleep
         self._rng = random.Random()
-        self._http = HTTPTransport(
-            creds.base_url,
-            {"Content-Type": "application/json", **creds.headers()},
-            timeout,
-            label=f"embeddings {self.name}",
-            auth=creds.basic_auth,
-            unauthorized_hint=creds.withheld_hint,
-        )
+        self._http = creds.transport({"Content-Type": "application/json"}, timeout, label=f"embeddings {self.name}")
         self._loop = _LoopThread()
 
     async def _post(self, batch: list[str]) -> np.ndarray:

@@ -21,7 +21,10 @@ import numpy as np
 
 from ..errors import ConfigError, DataError
 from ..types import Document, RetrievalResult
+from .base import RetrieverKind
+from .bm25 import KIND as BM25_KIND
 from .bm25 import BM25Retriever
+from .dense import KIND as DENSE_KIND
 from .dense import DenseRetriever, top_indices
 from .embedding_cache import EmbeddingCache
 from .encoders import Encoder
@@ -224,3 +227,18 @@ class HybridRetriever:
         if list(bm25.documents) != list(dense.documents):
             raise DataError(f"index {src} is damaged: its BM25 and dense parts hold different documents; rebuild it")
         return cls(bm25=bm25, dense=dense, **saved)
+
+
+# The registry's entry (see selfrag.retrieval.registry). The fusion settings are query-time choices,
+# always passed (a saved index is fused as configured); load() checks every option it is given.
+KIND = RetrieverKind(
+    name=HybridRetriever.name,
+    build=HybridRetriever,
+    load=HybridRetriever.load,
+    files=frozenset(
+        {"hybrid.json"} | {f"bm25/{f}" for f in BM25_KIND.files} | {f"dense/{f}" for f in DENSE_KIND.files}
+    ),
+    options={**DENSE_KIND.options, "fusion": None, "rrf_k": None, "bm25_weight": None, "dense_weight": None},
+    load_options=None,
+    build_options=DENSE_KIND.build_options,
+)

@@ -23,13 +23,14 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import DataError, SelfragError
 from ..types import Document
 from .base import Retriever
+from .registry import available_retrievers, find_kind
 
 MANIFEST = "manifest.json"
 KIND = "selfrag-index"  # the manifest's "kind": what tells a selfrag index from any other manifest.json
@@ -46,53 +47,24 @@ def corpus_checksum(documents: Sequence[Document]) -> str:
     return h.hexdigest()
 
 
-def _bm25_loader(path: Path, **options: Any) -> Retriever:
-    from .bm25 import BM25Retriever
+class _IndexFiles(Mapping[str, frozenset[str]]):
+    """retriever name -> every file (relative, "/"-separated) its save() may write, besides manifest.json,
+    as its registry entry lists them. An existing directory is replaced only when it holds nothing
+    else; a loaded index may hold nothing else."""
 
-    return BM25Retriever.load(path)  # BM25 has no query-time options
+    def __getitem__(self, name: str) -> frozenset[str]:
+        if (kind := find_kind(name)) is None:
+            raise KeyError(name)
+        return kind.files
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(available_retrievers())
+
+    def __len__(self) -> int:
+        return len(available_retrievers())
 
 
-def _dense_loader(path: Path, **options: Any) -> Retriever:
-    from .dense import DenseRetriever
-
-    return DenseRetriever.load(path, vector_store=options.get("vector_store"))
-
-
-def _hybrid_loader(path: Path, **options: Any) -> Retriever:
-    from .hybrid import HybridRetriever
-
-    return HybridRetriever.load(path, **options)
-
-
-# retriever name -> loader(dir, **query-time options); other retrievers add themselves here.
-LOADERS: dict[str, Callable[..., Retriever]] = {
-    "bm25": _bm25_loader,
-    "dense": _dense_loader,
-    "hybrid": _hybrid_loader,
-}
-
-_BM25_FILES = frozenset(
-    {
-        "bm25.json",
-        "documents.jsonl",
-        "bm25/data.csc.index.npy",
-        "bm25/indices.csc.index.npy",
-        "bm25/indptr.csc.index.npy",
-        "bm25/vocab.index.json",
-        "bm25/params.index.json",
-    }
-)
-_DENSE_FILES = frozenset({"dense.json", "documents.jsonl", "embeddings.npy", "faiss.index"})
-
-# retriever name -> every file (relative, "/"-separated) its save() may write, besides manifest.json.
-# An existing directory is replaced only when it holds nothing else; a loaded index may hold nothing else.
-INDEX_FILES: dict[str, frozenset[str]] = {
-    "bm25": _BM25_FILES,
-    "dense": _DENSE_FILES,
-    "hybrid": frozenset(
-        {"hybrid.json"} | {f"bm25/{f}" for f in _BM25_FILES} | {f"dense/{f}" for f in _DENSE_FILES}
-    ),
-}
+INDEX_FILES: Mapping[str, frozenset[str]] = _IndexFiles()
 
 
 def rebuild_command(path: str | Path, retriever: str | None, embedding_model: str | None = None) -> str:
@@ -395,7 +367,8 @@ def load_index(
         raise DataError(
             f"index {src} has format {manifest.get('format')} (an earlier selfrag), expected {FORMAT_VERSION}; {rebuild}"
         )
-    if name not in LOADERS:
+    kind = find_kind(name)
+    if kind is None:
         raise DataError(f"index {src} uses unknown retriever '{name}'; {rebuild}")
     opts = dict(options or {})
     wanted = opts.pop("embedding_model", None)
@@ -411,7 +384,7 @@ def load_index(
     if documents is not None and corpus_checksum(documents) != manifest.get("corpus_checksum"):
         raise DataError(f"index {src} is stale: the documents changed since it was built; {rebuild}")
     try:
-        retriever = LOADERS[name](src, **opts)
+        retriever = kind.open(src, opts)
     except SelfragError:
         raise
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, OSError, RuntimeError) as exc:

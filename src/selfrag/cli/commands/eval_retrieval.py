@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from ...errors import ConfigError
     from ...eval.beir import evaluate_retriever, load_beir
     from ...retrieval.persist import load_index
-    from ...retrieval.registry import create_retriever
+    from ...retrieval.registry import create_retriever, get_kind
 
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {args.limit}")
@@ -47,11 +47,13 @@ def run(args: argparse.Namespace) -> int:
             return load_index(args.index, documents=documents, expected_method=method, options=options)
 
     else:
-        if method != "bm25":
+        kind = get_kind(method)  # an unknown name fails here, before any work
+        if kind.takes("cache"):
             options["cache"] = bool(args.embedding_cache)
+        if kind.takes("show_progress"):
             options["show_progress"] = False if args.json else None
-        create_retriever(method)  # an unknown name fails here, before any work
-        _warm_up(method, options)
+        if kind.takes("embedding_model"):
+            _warm_up(options)
 
         def build(documents):
             return create_retriever(method, documents, **options)
@@ -75,10 +77,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warm_up(method: str, options: dict) -> None:
+def _warm_up(options: dict) -> None:
     """Load the encoder before the clock starts: index time measures indexing, not imports."""
-    if method not in ("dense", "hybrid"):
-        return
     from ...retrieval.encoders import get_encoder
 
     encoder = get_encoder(options.get("embedding_model"))

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 def _build(args: argparse.Namespace) -> int:
     from ...assemble import retriever_options
     from ...retrieval.persist import check_build_paths, read_manifest, save_index
-    from ...retrieval.registry import create_retriever
+    from ...retrieval.registry import create_retriever, get_kind
     from ...retrieval.store import load_corpus
 
     cfg = retrieval_config(args)
@@ -99,7 +99,7 @@ def _build(args: argparse.Namespace) -> int:
         args.docs, include_hidden=args.include_hidden, follow_external_links=args.follow_external_links
     )
     options = retriever_options(cfg)
-    if cfg.retrieval.method != "bm25":
+    if get_kind(cfg.retrieval.method).takes("show_progress"):
         options["show_progress"] = False if args.quiet else None
     start = time.perf_counter()
     retriever = create_retriever(cfg.retrieval.method, documents, **options)
