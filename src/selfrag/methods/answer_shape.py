@@ -33,6 +33,12 @@ _LABEL_WORDS = re.compile(
 )
 _PROMPT_ECHO = re.compile(r"^\s*(question|passage|document|context|answer)\s*:", re.IGNORECASE)
 _ANSWER_KEYS = ("answer", "response", "generation")
+# Words of the answer-format instructions a small model may copy instead of answering.
+_INSTRUCTION_PHRASES = (
+    "a short answer (a name, number, date or phrase), never a full sentence",
+    "reply with only the short answer: a name, number, date or phrase",
+    "the letter of the correct option",
+)
 
 
 def is_yes_no(question: Question) -> bool:
@@ -99,6 +105,9 @@ def malformed(text: str) -> str | None:
     if _LABEL_WORDS.match(stripped):
         return "reflection label"
     if _PROMPT_ECHO.match(stripped):
+        return "prompt text"
+    words = stripped.lower().strip(" .").split()
+    if len(words) >= 2 and any(" ".join(words) in phrase for phrase in _INSTRUCTION_PHRASES):
         return "prompt text"
     return None
 

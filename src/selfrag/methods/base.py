@@ -124,6 +124,8 @@ class Method(ABC):
         """
         q = as_question(question)
         run = Run(self.llm, self._resolve_retriever(q, corpus), dict(self.llm_params))
+        # The documents came with the question (a dataset's own contexts), not from a corpus.
+        run.own_evidence = corpus is None and self.retriever is None and bool(q.contexts)
         outcome = await self._answer(q, run)
         return self._response(run, outcome, q)
 

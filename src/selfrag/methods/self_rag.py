@@ -69,6 +69,9 @@ class SelfRAGConfig(MethodConfig):
     retrieval_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["auto"] = DEFAULT_THRESHOLD
     # One more candidate written over every passage not judged irrelevant.
     joint_candidate: bool = True
+    # adaptive, and the question came with its own documents (a dataset's contexts):
+    # retrieve without asking, since whoever asked supplied the evidence.
+    retrieve_own_evidence: bool = True
 
 
 def _candidate_row(c: Candidate) -> dict[str, Any]:
@@ -143,6 +146,15 @@ class SelfRAG(Method):
     # -- steps -------------------------------------------------------------------
     async def _decide(self, question: Question, run: Run) -> bool:
         mode = self.config.retrieval_mode
+        if mode == "adaptive" and run.own_evidence and self.config.retrieve_own_evidence:
+            run.note(
+                "retrieval_decision",
+                thought="The question came with its own documents: retrieve without asking.",
+                action_input=question.text,
+                observation="retrieval needed: yes (the question's own documents)",
+                details={"retrieval_needed": True, "retrieval_mode": mode, "own_evidence": True},
+            )
+            return True
         if mode == "adaptive":
             if self.config.critique == "separate":
                 return await self.mode.decide(question, run)  # type: ignore[attr-defined]

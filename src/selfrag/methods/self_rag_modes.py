@@ -115,7 +115,7 @@ class Combined(Mode):
 
     async def candidate(self, question: Question, passages: Passages, run: Run) -> Candidate:
         step = await run.generate(
-            chat(None, render(load_prompt("self_rag_critique"), passage=self.context(passages),
+            chat(answer_system(question), render(load_prompt("self_rag_critique"), passage=self.context(passages),
                               question=question.text, answer_kind=answer_kind(question))),
             action="generate_and_critique",
             thought=f"Answer from {passages.name()} and judge relevance and support.",
@@ -153,7 +153,7 @@ class Fused(Mode):
         fmt = self._json_format()
         template = load_prompt("self_rag_fused_json" if fmt else "self_rag_fused")
         step = await run.generate(
-            chat(None, render(template, passage=self.context(passages), question=question.text,
+            chat(answer_system(question), render(template, passage=self.context(passages), question=question.text,
                               answer_kind=answer_kind(question))),
             action="generate_and_critique",
             thought=f"Answer from {passages.name()} and judge relevance, support and utility in one call.",

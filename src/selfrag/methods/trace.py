@@ -83,11 +83,13 @@ class Run:
         self.records: list[StepRecord] = []
         self.retrievals: list[RetrievalResult] = []
         self.started = time.perf_counter()
+        self.own_evidence = False  # the retriever holds the question's own documents
 
     def fork(self) -> Run:
         """A child run for concurrent work; join it back with :meth:`join`."""
         child = Run(self.llm, self.retriever, self.params)
         child.started = self.started
+        child.own_evidence = self.own_evidence
         return child
 
     def join(self, *children: Run) -> None:
