@@ -14,6 +14,7 @@ from .config import ExperimentConfig
 from .llm.base import RetryPolicy
 from .llm.factory import create_backend
 from .llm.pricing import Pricing
+from .methods.augmentations import load_augmentations
 from .methods.base import Method
 from .methods.registry import get_method_class
 from .retrieval.base import Retriever, RetrieverFactory
@@ -77,4 +78,5 @@ def build_method(
         retriever_factory=build_retriever_factory(cfg),
         max_tokens=cfg.llm.max_tokens,
         temperature=cfg.llm.temperature,
+        augmentations=load_augmentations(cfg),
     )

@@ -13,6 +13,8 @@ their values are parsed as YAML (``3`` is a number, ``true`` a boolean,
 
 Method sections (``self_rag:``, ``vanilla:``, ...) are validated by the config
 model of the method that owns them, so each method documents its own keys.
+The ``augmentations:`` section (seed 002's stages for any method) is validated
+by :class:`selfrag.methods.augmentations.AugmentationsConfig`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
+from .methods.augmentations import AugmentationsConfig
 from .redaction import REDACTED, redact_secrets
 from .validation import StrictModel, describe_error, parse_model
 
@@ -131,6 +134,7 @@ class ExperimentConfig(StrictModel):
     data: DataSection = Field(default_factory=DataSection)
     cache: CacheSection = Field(default_factory=CacheSection)
     run: RunSection = Field(default_factory=RunSection)
+    augmentations: AugmentationsConfig | None = None  # None: no stage, methods unchanged
     methods: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -173,6 +177,8 @@ class ExperimentConfig(StrictModel):
 
     def to_dict(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
+        if data.get("augmentations") is None:
+            data.pop("augmentations", None)
         methods = data.pop("methods")
         data.update(methods)
         return data

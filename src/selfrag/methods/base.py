@@ -2,7 +2,9 @@
 
 A method implements ``_answer(question, run)`` and returns an :class:`Outcome`;
 ``answer()`` wraps it with timing and builds the :class:`RAGResponse` from the
-run's steps, so no method keeps its own counters.
+run's steps, so no method keeps its own counters. With ``augmentations``
+(:mod:`selfrag.methods.augmentations`) a per-question session wraps the run's
+retrievals and reflects on the outcome; without them nothing changes.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import DataError
 from ..retrieval.base import Retriever, RetrieverFactory
@@ -18,6 +20,9 @@ from ..types import ArchitectureType, Candidate, Document, Question, RAGResponse
 from ..validation import StrictModel, parse_model
 from .answer_shape import finalize_answer
 from .trace import Run
+
+if TYPE_CHECKING:
+    from .augmentations import Augmentations
 
 
 class MethodConfig(StrictModel):
@@ -53,6 +58,9 @@ class Method(ABC):
     config_section: ClassVar[str] = ""
     Config: ClassVar[type[MethodConfig]] = MethodConfig
     uses_retrieval: ClassVar[bool] = True
+    # Augmentation stages the method already has, by stage kind -> its own config key
+    # (e.g. {"retrieval": "adaptive"}); enabling the generic stage too is an error.
+    builtin_augmentations: ClassVar[dict[str, str]] = {}
 
     def __init__(
         self,
@@ -63,12 +71,15 @@ class Method(ABC):
         retriever_factory: RetrieverFactory | None = None,
         max_tokens: int = 256,
         temperature: float = 0.0,
+        augmentations: Augmentations | None = None,
     ) -> None:
         self.llm = llm
         self.retriever = retriever
         self.retriever_factory = retriever_factory
         self.config = parse_model(self.Config, config, prefix=self.section())
         self.llm_params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature}
+        # None unless some stage is enabled: then every answer runs through a session.
+        self.augmentations = augmentations.for_method(self) if augmentations is not None else None
 
     @classmethod
     def section(cls) -> str:
@@ -126,7 +137,11 @@ class Method(ABC):
         run = Run(self.llm, self._resolve_retriever(q, corpus), dict(self.llm_params))
         # The documents came with the question (a dataset's own contexts), not from a corpus.
         run.own_evidence = corpus is None and self.retriever is None and bool(q.contexts)
-        outcome = await self._answer(q, run)
+        if self.augmentations is None:
+            outcome = await self._answer(q, run)
+        else:
+            session = self.augmentations.start(self.llm, q, run)
+            outcome = await session.finish(run, await self._answer(q, run))
         return self._response(run, outcome, q)
 
     def _response(self, run: Run, outcome: Outcome, question: Question) -> RAGResponse:

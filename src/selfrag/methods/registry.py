@@ -86,8 +86,16 @@ def create_method(
     config: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Method:
-    """Build a method by name; ``config`` may hold its section nested (``{"self_rag": {...}}``)."""
+    """Build a method by name; ``config`` may hold its section nested (``{"self_rag": {...}}``).
+
+    An ``augmentations`` key of ``config`` becomes the method's augmentation stages.
+    """
     cls = get_method_class(name)
+    if config is not None and "augmentations" in config:
+        from .augmentations import load_augmentations
+
+        config = dict(config)
+        kwargs.setdefault("augmentations", load_augmentations({"augmentations": config.pop("augmentations")}))
     return cls(llm, retriever, resolve_method_config(cls, config), **kwargs)
 
 

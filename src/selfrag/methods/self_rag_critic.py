@@ -57,6 +57,8 @@ class SelfRagCritic(Method):
     type = ArchitectureType.AGENTIC
     config_section = "self_rag_critic"
     Config = SelfRagCriticConfig
+    # Seed 002's stages are this method's own (same code as selfrag.methods.augmentations).
+    builtin_augmentations = {"retrieval": "adaptive", "rerank": "rerank", "reflection": "reflection"}
 
     def _critic(self, question: Question) -> Critic:
         return Critic(

@@ -105,6 +105,8 @@ class SelfRagSegment(Method):
     type = ArchitectureType.AGENTIC
     config_section = "self_rag_segment"
     Config = SelfRagSegmentConfig
+    # Adaptive retrieval runs per segment here (yes / no / continue).
+    builtin_augmentations = {"retrieval": "adaptive"}
 
     async def _answer(self, question: Question, run: Run) -> Outcome:
         cfg: SelfRagSegmentConfig = self.config

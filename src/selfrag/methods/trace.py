@@ -5,13 +5,17 @@ and retrieval through it, so each becomes a step of the trace and the
 response's totals are sums over the steps. Work that runs concurrently records
 into forks (``run.fork()``) that are joined back in a fixed order, so traces
 stay deterministic whatever the scheduling.
+
+A run may carry a retrieval ``hook`` (see :mod:`selfrag.methods.augmentations`):
+when set, :meth:`Run.retrieve` hands the call to it, and the hook fetches with
+:meth:`Run.retrieve_direct`. Forks share their parent's hook.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import DataError
 from ..llm.base import Prompt
@@ -73,6 +77,12 @@ class StepRecord:
         )
 
 
+class RetrievalHook(Protocol):
+    """Wraps every retrieval of a run (adaptive retrieval, reranking)."""
+
+    async def retrieve(self, run: Run, query: str, top_k: int, *, thought: str, action: str) -> RetrievalResult: ...
+
+
 class Run:
     """The trace of one ``answer()`` call, with the LLM and retriever it may use."""
 
@@ -84,12 +94,14 @@ class Run:
         self.retrievals: list[RetrievalResult] = []
         self.started = time.perf_counter()
         self.own_evidence = False  # the retriever holds the question's own documents
+        self.hook: RetrievalHook | None = None
 
     def fork(self) -> Run:
         """A child run for concurrent work; join it back with :meth:`join`."""
         child = Run(self.llm, self.retriever, self.params)
         child.started = self.started
         child.own_evidence = self.own_evidence
+        child.hook = self.hook
         return child
 
     def join(self, *children: Run) -> None:
@@ -120,6 +132,15 @@ class Run:
         return record
 
     async def retrieve(self, query: str, top_k: int, *, thought: str = "", action: str = "retrieve") -> RetrievalResult:
+        """Retrieve ``top_k`` passages for ``query`` (through the hook, when there is one)."""
+        if self.hook is not None:
+            return await self.hook.retrieve(self, query, top_k, thought=thought, action=action)
+        return await self.retrieve_direct(query, top_k, thought=thought, action=action)
+
+    async def retrieve_direct(
+        self, query: str, top_k: int, *, thought: str = "", action: str = "retrieve"
+    ) -> RetrievalResult:
+        """Call the retriever and record the call as a step (no hook)."""
         if self.retriever is None:
             raise DataError("this method needs documents to retrieve from; give --docs or a corpus")
         result = await self.retriever.retrieve(query, top_k)
