@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from selfrag.config import DataSection
+from selfrag.config import DATASETS, DataSection
 from selfrag.errors import ConfigError, DataError
-from selfrag.config import DATASETS
 from selfrag.eval.datasets import available_datasets, load_dataset
 from selfrag.eval.mmlu_evidence import parse_input
 from selfrag.eval.records import InvalidRecord
