@@ -113,7 +113,7 @@ def test_factory_merges_section_over_common_keys():
     m2 = create_method("vanilla_rag", ScriptedBackend([]), None, {"top_k": 10, "vanilla": {"top_k": 2}})
     assert m2.config["top_k"] == 2
     schema = m.get_config_schema()
-    assert schema["top_k"] == (int, False, 5)
+    assert schema["top_k"][1:] == (False, None)  # None: inherits retrieval.top_k
 
 
 async def test_response_is_json_serialisable(france_retriever):

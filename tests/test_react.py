@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from selfrag.defaults import TOP_K
 from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import available_methods, create_method
@@ -41,7 +42,7 @@ async def test_search_then_finish(france_retriever):
     assert r.answer == "Paris"
     assert (r.num_llm_calls, r.num_retrieval_calls) == (2, 1)
     assert actions(r) == ["search", "retrieve", "finish"]
-    assert france_retriever.calls == [("capital of France", 3)]
+    assert france_retriever.calls == [("capital of France", TOP_K)]  # the project default
     search, retrieve, finish = r.reasoning_chain
     # A ReAct step: thought, action, action_input, observation, tokens and cost (seed 000's fields).
     assert (search.thought, search.action, search.action_input) == ("I need the capital.", "search", "capital of France")
@@ -158,7 +159,8 @@ def test_registered_configurable_and_strict():
     cls = available_methods()["react_rag"]
     assert cls.type == ArchitectureType.AGENTIC and cls.section() == "react"
     schema = cls.get_config_schema()
-    assert schema["max_steps"] == (int, False, 5) and schema["top_k"] == (int, False, 3)
+    assert schema["max_steps"] == (int, False, 5) and schema["top_k"][1:] == (False, None)  # None: inherit
+    assert create_method("react_rag", ScriptedBackend([]), None).config.top_k == TOP_K
     with pytest.raises(ConfigError, match="unknown config key 'react.steps'"):
         create_method("react_rag", ScriptedBackend([]), None, {"react": {"steps": 2}})
     m = create_method("react_rag", ScriptedBackend([]), None, {"top_k": 7, "react": {"max_steps": 2}})

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from selfrag.defaults import TOP_K
 from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import available_methods, create_method
@@ -65,7 +66,7 @@ async def test_early_yes_is_one_retrieval_one_reflection_one_generation():
     assert r.answer == "2006"
     assert (r.num_retrieval_calls, r.num_llm_calls) == (1, 2)
     assert actions(r) == ["retrieve", "reflect", "generate"]
-    assert retriever.calls == [(QUESTION, 3)]
+    assert retriever.calls == [(QUESTION, TOP_K)]  # the project default
     reflect = r.reasoning_chain[1]
     assert reflect.details["decision"] == "YES" and reflect.details["reason"] == "Pluto is covered."
     assert reflect.details["documents"] == [{"id": "pluto", "title": "Pluto"}, {"id": "ceres", "title": "Ceres"}]
@@ -251,7 +252,8 @@ def test_registered_configurable_and_strict():
     cls = available_methods()["self_corrective"]
     assert cls.type == ArchitectureType.AGENTIC and cls.section() == "self_corrective"
     schema = cls.get_config_schema()
-    assert schema["max_iterations"] == (int, False, 3) and schema["top_k"] == (int, False, 3)
+    assert schema["max_iterations"] == (int, False, 3) and schema["top_k"][1:] == (False, None)  # None: inherit
+    assert create_method("self_corrective", ScriptedBackend([]), None).config.top_k == TOP_K
     with pytest.raises(ConfigError, match="unknown config key 'self_corrective.max_iter'"):
         create_method("self_corrective", ScriptedBackend([]), None, {"self_corrective": {"max_iter": 2}})
     with pytest.raises(ConfigError, match="self_corrective.max_iterations"):

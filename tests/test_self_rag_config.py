@@ -74,7 +74,7 @@ def test_config_schema_lists_keys_and_defaults():
     schema = SelfRAG.get_config_schema()
     assert {k: v[2] for k, v in schema.items()} == {
         "critique": "combined",
-        "top_k": 5,
+        "top_k": None,  # inherits retrieval.top_k
         "num_candidates": 3,
         "max_context_tokens": 4000,
         "prompt_path": None,

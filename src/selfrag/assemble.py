@@ -70,13 +70,13 @@ def build_method(
     retriever: Retriever | None = None,
     name: str | None = None,
 ) -> Method:
+    """The configured method; the keys its section leaves unset inherit the experiment's values."""
     cls = get_method_class(name or cfg.architecture.name)
     return cls(
         llm,
         retriever,
-        cfg.method_section(cls.name),
+        cfg.methods.get(cls.section()),
         retriever_factory=build_retriever_factory(cfg),
-        max_tokens=cfg.llm.max_tokens,
-        temperature=cfg.llm.temperature,
+        inherited=cfg.inherited(),
         augmentations=load_augmentations(cfg),
     )

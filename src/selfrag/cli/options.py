@@ -11,7 +11,7 @@ from ..config import ExperimentConfig, Override, load_config
 def add_answer_options(parser: argparse.ArgumentParser, *, default_method: str | None = None) -> None:
     parser.add_argument("--method", default=default_method, help="method name (see `selfrag methods`)")
     parser.add_argument("--llm", metavar="SPEC", help="backend spec: llamacpp[:PATH], openai:MODEL[@URL], anthropic:MODEL, scripted:PATH")
-    parser.add_argument("--top-k", type=int, metavar="N", help="passages to retrieve")
+    parser.add_argument("--top-k", type=int, metavar="N", help="passages to retrieve (sets retrieval.top_k; wins over a method's own top_k)")
     parser.add_argument("--retriever", metavar="NAME", help="bm25 (default), dense or hybrid")
     parser.add_argument("--index", metavar="DIR", help="a saved index from `selfrag index build`")
     parser.add_argument("--config", metavar="FILE", help="a YAML config (see configs/)")
@@ -30,6 +30,10 @@ def add_answer_options(parser: argparse.ArgumentParser, *, default_method: str |
 
 def config_from_args(args: argparse.Namespace, *, cache_default: bool) -> ExperimentConfig:
     """Config file (if any), then --set overrides, then the explicit flags.
+
+    ``--top-k N`` is written once, as ``retrieval.top_k``; every method that
+    leaves its own ``top_k`` unset inherits it, and one the config sets is
+    cleared so the flag wins.
 
     ``--set`` values are parsed as YAML; the flags' values are taken as given
     (a path or spec is a string even when it looks like a number, a mapping
@@ -60,20 +64,15 @@ def config_from_args(args: argparse.Namespace, *, cache_default: bool) -> Experi
         flags.append(("cache.enabled", False, "--no-cache"))
     cfg = load_config(args.config, [*args.overrides, *flags], base=base)
     if args.top_k is not None:
-        # An explicit --top-k wins over a method section's own top_k.
-        section = cfg.methods.setdefault(_section_of(cfg.architecture.name), {})
-        if "top_k" in _fields_of(cfg.architecture.name):
-            section["top_k"] = args.top_k
+        _inherit_top_k(cfg)
     return cfg
 
 
-def _section_of(method: str) -> str:
+def _inherit_top_k(cfg: ExperimentConfig) -> None:
+    """--top-k wins: a top_k the method's own section sets (config file or --set) is
+    cleared to None, so the method inherits the flag's retrieval.top_k."""
     from ..methods.registry import get_method_class
 
-    return get_method_class(method).section()
-
-
-def _fields_of(method: str) -> set[str]:
-    from ..methods.registry import get_method_class
-
-    return set(get_method_class(method).Config.model_fields)
+    own = cfg.methods.get(get_method_class(cfg.architecture.name).section())
+    if own and own.get("top_k") is not None:
+        own["top_k"] = None

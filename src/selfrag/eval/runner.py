@@ -75,10 +75,6 @@ def is_fatal(exc: BaseException) -> bool:
     return isinstance(exc, BackendError) and exc.status in FATAL_STATUSES
 
 
-def method_top_k(cfg: ExperimentConfig) -> int:
-    return int(cfg.method_section().get("top_k", cfg.retrieval.top_k))
-
-
 def _check_documents(method: Method, has_shared: bool, questions: Sequence[Question]) -> None:
     if not method.uses_retrieval or has_shared:
         return
@@ -101,7 +97,8 @@ class Experiment:
         self.llm = llm
         self.method = method
         self.ledger = ledger
-        self.top_k = method_top_k(cfg)
+        # recall@k names the method's own resolved top_k (None: a method that does not retrieve).
+        self.top_k = method.config.get("top_k")
         self.records: list[dict[str, Any]] = []
         self._order = {q.id: i for i, q in enumerate(dataset.questions)}
         self._last_summary = 0.0

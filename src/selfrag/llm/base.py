@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ..defaults import MAX_TOKENS, TEMPERATURE
 from ..errors import ConfigError
 from ..types import Generation
 from .pricing import Pricing, lookup_pricing
@@ -47,8 +48,8 @@ class LLMRequest:
 
     messages: tuple[Message, ...] | None = None
     prompt: str | None = None
-    max_tokens: int = 256
-    temperature: float = 0.0
+    max_tokens: int = MAX_TOKENS
+    temperature: float = TEMPERATURE
     stop: tuple[str, ...] = ()
     top_logprobs: int = 0
     response_format: str | None = None  # None or "json"
@@ -88,8 +89,8 @@ def normalize_messages(prompt: Prompt) -> tuple[tuple[Message, ...] | None, str 
 def build_request(
     prompt: Prompt,
     *,
-    max_tokens: int = 256,
-    temperature: float = 0.0,
+    max_tokens: int = MAX_TOKENS,
+    temperature: float = TEMPERATURE,
     stop: Sequence[str] | str | None = None,
     top_logprobs: int = 0,
     response_format: str | Mapping[str, Any] | None = None,
@@ -141,8 +142,8 @@ class LLMBackend(Protocol):
         self,
         prompt: Prompt,
         *,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
+        max_tokens: int = MAX_TOKENS,
+        temperature: float = TEMPERATURE,
         stop: Sequence[str] | str | None = None,
         top_logprobs: int = 0,
         response_format: str | Mapping[str, Any] | None = None,
@@ -174,8 +175,8 @@ class RequestGenerator:
         self,
         prompt: Prompt,
         *,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
+        max_tokens: int = MAX_TOKENS,
+        temperature: float = TEMPERATURE,
         stop: Sequence[str] | str | None = None,
         top_logprobs: int = 0,
         response_format: str | Mapping[str, Any] | None = None,

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..defaults import Inherited, inherit
 from ..errors import DataError
 from ..retrieval.base import Retriever, RetrieverFactory
 from ..types import ArchitectureType, Candidate, Document, Question, RAGResponse
@@ -26,7 +27,12 @@ if TYPE_CHECKING:
 
 
 class MethodConfig(StrictModel):
-    """Base of every method's config section (unknown keys are rejected)."""
+    """Base of every method's config section (unknown keys are rejected).
+
+    A key shared by every method (``top_k``) is declared ``int | None = None``:
+    None inherits the experiment's value (``retrieval.top_k``), or the project
+    default without one (:mod:`selfrag.defaults`). Set it only to differ.
+    """
 
 
 @dataclass
@@ -69,15 +75,25 @@ class Method(ABC):
         config: MethodConfig | dict[str, Any] | None = None,
         *,
         retriever_factory: RetrieverFactory | None = None,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
+        inherited: Inherited | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
         augmentations: Augmentations | None = None,
     ) -> None:
+        """``inherited``: the experiment-wide values (``ExperimentConfig.inherited()``);
+        None: the project defaults. The config's own keys win over it; ``max_tokens``
+        and ``temperature``, when given, win over its LLM parameters.
+        """
+        inherited = inherited or Inherited()
         self.llm = llm
         self.retriever = retriever
         self.retriever_factory = retriever_factory
-        self.config = parse_model(self.Config, config, prefix=self.section())
-        self.llm_params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature}
+        own = parse_model(self.Config, config, prefix=self.section())
+        self.config = own.model_copy(update=inherit(self.Config.model_fields, own, inherited))
+        self.llm_params: dict[str, Any] = {
+            "max_tokens": inherited.max_tokens if max_tokens is None else max_tokens,
+            "temperature": inherited.temperature if temperature is None else temperature,
+        }
         # None unless some stage is enabled: then every answer runs through a session.
         self.augmentations = augmentations.for_method(self) if augmentations is not None else None
 

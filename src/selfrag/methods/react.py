@@ -29,7 +29,7 @@ STOP = ["\nObservation", "Observation:"]
 
 
 class ReActConfig(MethodConfig):
-    top_k: int = Field(3, ge=1)
+    top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
     max_steps: int = Field(5, ge=1, le=30)
     observation_tokens: int = Field(80, ge=8)  # per passage in an observation
     max_context_tokens: int = Field(1500, ge=64)  # the whole history in one prompt
@@ -93,7 +93,7 @@ class ReActRAG(Method):
     async def _answer(self, question: Question, run: Run) -> Outcome:
         cfg = self.config
         system = render(load_prompt("react_system"), finish_answer=finish_answer(question))
-        max_tokens = min(cfg.step_max_tokens, int(self.llm_params.get("max_tokens", cfg.step_max_tokens)))
+        max_tokens = min(cfg.step_max_tokens, int(self.llm_params["max_tokens"]))
         turns: list[Turn] = []
         searched: dict[str, str] = {}  # normalised query -> query, in search order
         for n in range(1, cfg.max_steps + 1):

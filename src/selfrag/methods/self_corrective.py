@@ -29,7 +29,7 @@ RRF_K = 60  # the usual reciprocal-rank-fusion constant
 
 
 class SelfCorrectiveConfig(MethodConfig):
-    top_k: int = Field(3, ge=1)
+    top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
     max_iterations: int = Field(3, ge=1, le=20)
     max_context_tokens: int = Field(1500, ge=16)
     reflect_max_tokens: int = Field(64, ge=1)
@@ -71,7 +71,7 @@ class SelfCorrectiveRAG(Method):
     Config = SelfCorrectiveConfig
 
     def _capped(self, limit: int) -> int:
-        return min(limit, int(self.llm_params.get("max_tokens", limit)))
+        return min(limit, int(self.llm_params["max_tokens"]))
 
     async def _reflect(self, run: Run, question: Question, iteration: int, query: str, docs: Sequence[Document]):
         info: dict[str, Any] = {"iteration": iteration, "query": query, "documents": _doc_refs(docs)}

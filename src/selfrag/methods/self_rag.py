@@ -54,7 +54,7 @@ NO_ANSWER = "No answer."
 
 class SelfRAGConfig(MethodConfig):
     critique: Literal["combined", "fused", "separate"] = "combined"
-    top_k: int = Field(5, ge=1)
+    top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
     num_candidates: int = Field(3, ge=1)
     max_context_tokens: int = Field(4000, ge=16)
     # A retrieval-decision template with a {question} placeholder; None: the packaged one.

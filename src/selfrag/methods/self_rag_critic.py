@@ -36,7 +36,7 @@ from .trace import Run
 
 
 class SelfRagCriticConfig(MethodConfig):
-    top_k: int = Field(5, ge=1)
+    top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
     max_answer_tokens: int = Field(64, ge=1)
     critic: CriticConfig = Field(default_factory=CriticConfig)
     adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)

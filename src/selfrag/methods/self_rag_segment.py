@@ -29,7 +29,7 @@ from .trace import Run, shorten
 
 
 class SelfRagSegmentConfig(MethodConfig):
-    top_k: int = Field(3, ge=1)
+    top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
     max_segments: int = Field(4, ge=1, le=32)
     beam_width: int = Field(S.PAPER_BEAM_WIDTH, ge=1, le=16)
     segment_tokens: int = Field(48, ge=4)

@@ -15,7 +15,7 @@ from .trace import Run
 
 
 class VanillaConfig(MethodConfig):
-    top_k: int = Field(5, ge=1)
+    top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
     max_context_tokens: int = Field(2000, ge=16)
 
 
