@@ -11,8 +11,8 @@ from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.methods.registry import create_architecture, get_method_class
-from selfrag.methods.self_rag_decision import DEFAULT_THRESHOLD
 from selfrag.methods.self_rag import SelfRAG
+from selfrag.methods.self_rag_decision import DEFAULT_THRESHOLD
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 VARIANTS = {
