@@ -1,0 +1,209 @@
+"""The retrieval decision and the critiques, measured on their own.
+
+* **Retrieval decision** (``self_rag``'s adaptive call, :func:`decide_retrieval`):
+  how often it retrieves on HotpotQA (read from the ``self_rag`` HotpotQA run)
+  and how often it skips on ``data/no_docs_questions.jsonl`` (40 written
+  questions that need no documents), one decision per question, resumable
+  (``no_docs/decisions.jsonl``).
+* **Relevance**: gold supporting paragraphs against distractors, among the
+  top-5 BM25 paragraphs of the first N HotpotQA questions, as read by the
+  critic (P(relevant) from next-token label probabilities) and by the
+  combined mode's ``[IsRel]`` verdict (binary). Resumable, one JSON line per
+  question (``critics/relevance.jsonl``).
+* **Support**: correct (F1 >= 0.5) against wrong (F1 = 0) candidate answers
+  in the ``self_rag_critic`` and ``self_rag`` HotpotQA runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from quality_runs import DATASETS, NO_DOCS, VARIANTS, load_cfg, runs_root, say
+from quality_stats import auc, auc_row, read_jsonl, support_pairs
+
+RELEVANCE_TOP_K = 5
+
+
+def decisions_path(out: Path, tag: str) -> Path:
+    return runs_root(out, tag) / "no_docs" / "decisions.jsonl"
+
+
+def relevance_path(out: Path, tag: str) -> Path:
+    return runs_root(out, tag) / "critics" / "relevance.jsonl"
+
+
+def _append(path: Path, record: dict[str, Any]) -> None:
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _self_rag_method(args: Any, backend: Any, n: int | None):
+    from selfrag.assemble import build_method
+
+    cfg = load_cfg(DATASETS["hotpotqa"], VARIANTS["self_rag"], n, args.llm)
+    llm = backend(cfg)
+    method = build_method(cfg, llm)
+    if method.config.critique != "combined" or method.config.retrieval_mode != "adaptive":
+        raise SystemExit("configs/self_rag.yaml must be critique combined, retrieval_mode adaptive")
+    return llm, method
+
+
+# -- the retrieval decision on questions that need no documents --------------------------------
+
+
+async def run_no_docs_decisions(args: Any, backend: Any) -> None:
+    from selfrag.methods.self_rag_decision import decide_retrieval
+    from selfrag.methods.trace import Run
+    from selfrag.types import Question
+
+    path = decisions_path(args.out, args.tag)
+    done = {r.get("id") for r in read_jsonl(path)}
+    pending = [q for q in read_jsonl(NO_DOCS) if q["id"] not in done]
+    if not pending or args.report_only:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    llm, method = _self_rag_method(args, backend, 1)
+    say(f"retrieval decision on {len(pending)} no-documents question(s) -> {path}")
+    for q in pending:
+        run = Run(llm, None, dict(method.llm_params))
+        d = await decide_retrieval(
+            run, method.decision_prompt, Question(id=q["id"], text=q["question"]),
+            threshold=method.config.retrieval_threshold, max_tokens=method.mode.short_tokens,
+        )
+        _append(path, {
+            "id": q["id"], "category": q.get("category"), "retrieve": d.needed, "p_yes": d.p_yes,
+            "source": d.source, "threshold": method.config.retrieval_threshold,
+        })
+
+
+def _decision_p_yes(row: dict[str, Any]) -> float | None:
+    for step in row.get("reasoning_chain") or []:
+        if step.get("action") == "retrieval_decision":
+            p = (step.get("details") or {}).get("p_yes")
+            return float(p) if isinstance(p, (int, float)) else None
+    return None
+
+
+def _needed(row: dict[str, Any]) -> bool | None:
+    value = (row.get("details") or {}).get("retrieval_needed")
+    if value is None:
+        value = (row.get("accounting") or {}).get("retrieval_needed")
+    return None if value is None else bool(value)
+
+
+def decision_summary(out: Path, tag: str, hotpot_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Retrieval rate on HotpotQA (the self_rag run), skip rate on the no-documents questions."""
+    needed = [n for n in (_needed(r) for r in hotpot_rows if r.get("error") is None) if n is not None]
+    no_docs = read_jsonl(decisions_path(out, tag))
+    by_cat: dict[str, list[bool]] = {}
+    for r in no_docs:
+        by_cat.setdefault(str(r.get("category")), []).append(not r.get("retrieve"))
+    hot_p = [p for p in (_decision_p_yes(r) for r in hotpot_rows) if p is not None]
+    doc_p = [float(r["p_yes"]) for r in no_docs if isinstance(r.get("p_yes"), (int, float))]
+    thresholds = sorted({r.get("threshold") for r in no_docs if r.get("threshold") is not None})
+    return {
+        "hotpotqa_n": len(needed),
+        "hotpotqa_retrieval_rate": sum(needed) / len(needed) if needed else None,
+        "no_docs_n": len(no_docs),
+        "no_docs_total": len(read_jsonl(NO_DOCS)),
+        "no_docs_skip_rate": sum(not r.get("retrieve") for r in no_docs) / len(no_docs) if no_docs else None,
+        "no_docs_skip_by_category": {c: sum(v) / len(v) for c, v in sorted(by_cat.items())},
+        "sources": sorted({str(r.get("source")) for r in no_docs}),
+        "thresholds": thresholds,
+        # How well P(yes) alone separates HotpotQA (should retrieve) from the no-documents set.
+        "p_yes_auc": auc(hot_p, doc_p),
+        "p_yes_n": [len(hot_p), len(doc_p)],
+    }
+
+
+# -- relevance: gold paragraphs against distractors ----------------------------------------------
+
+
+async def run_relevance(args: Any, backend: Any, n_questions: int) -> None:
+    from selfrag.eval.datasets import load_dataset
+    from selfrag.llm.base import chat
+    from selfrag.methods.answer_format import answer_kind
+    from selfrag.methods.context import format_passage
+    from selfrag.methods.critique import Critic, CriticConfig
+    from selfrag.methods.self_rag_modes import Passages
+    from selfrag.methods.trace import Run
+    from selfrag.prompts import load_prompt, render
+    from selfrag.reflection.parse import RELEVANT, parse_combined_critique
+    from selfrag.retrieval.registry import retriever_factory
+
+    path = relevance_path(args.out, args.tag)
+    done = {r.get("id") for r in read_jsonl(path)}
+    cfg = load_cfg(DATASETS["hotpotqa"], VARIANTS["self_rag"], n_questions, args.llm)
+    pending = [q for q in load_dataset(cfg.data).questions if q.id not in done]
+    if not pending or args.report_only:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    llm, method = _self_rag_method(args, backend, n_questions)
+    critic = Critic(llm, CriticConfig(source="label_probs"))
+    bm25 = retriever_factory("bm25")
+    say(f"relevance critiques: {len(pending)} question(s) x top-{RELEVANCE_TOP_K} BM25 paragraphs -> {path}")
+    for count, q in enumerate(pending, start=1):
+        result = await bm25(list(q.contexts)).retrieve(q.text, RELEVANCE_TOP_K)
+        gold = set(q.metadata.get("supporting_titles") or [])
+        paragraphs = []
+        for rank, doc in enumerate(result.documents, start=1):
+            run = Run(llm, None, dict(method.llm_params))
+            reading, _ = await critic.read(
+                run, "relevance",
+                critic.critique_prompt("critic_relevance", question=q.text, passage=format_passage(doc)),
+                action="critique_relevance", thought="benchmark", action_input=q.text,
+            )
+            # The combined mode's first call (self_rag_modes.Combined.candidate), verdict only.
+            step = await run.generate(
+                chat(None, render(load_prompt("self_rag_critique"),
+                                  passage=method.mode.context(Passages((doc,), (rank,))),
+                                  question=q.text, answer_kind=answer_kind(q))),
+                action="generate_and_critique",
+            )
+            critique = parse_combined_critique(step.text)
+            paragraphs.append({
+                "title": doc.title, "rank": rank, "gold": doc.title in gold,
+                "p_relevant": reading.value, "critic_source": reading.source,
+                "isrel": critique.relevance == RELEVANT, "isrel_default": critique.relevance_default,
+            })
+        _append(path, {"id": q.id, "paragraphs": paragraphs})
+        if count % 5 == 0 or count == len(pending):
+            say(f"relevance critiques: {count} of {len(pending)}")
+
+
+def relevance_rows(out: Path, tag: str, wanted: list[str]) -> list[dict[str, Any]]:
+    """AUCs of gold vs distractor paragraphs for each relevance source, over the wanted questions."""
+    keep = set(wanted)
+    records = [r for r in read_jsonl(relevance_path(out, tag)) if r.get("id") in keep]
+    paras = [p for r in records for p in r.get("paragraphs") or []]
+    n = len(records)
+    probs = [p for p in paras if isinstance(p.get("p_relevant"), (int, float))]
+    sources = sorted({str(p.get("critic_source")) for p in probs})
+    rows = [
+        auc_row(
+            f"relevance: critic P(relevant) ({'/'.join(sources) or 'label_probs'})",
+            [p["p_relevant"] for p in probs if p["gold"]], [p["p_relevant"] for p in probs if not p["gold"]], n,
+            unscored=len(paras) - len(probs), target=len(wanted),
+        ),
+        auc_row(
+            "relevance: combined [IsRel] verdict (binary)",
+            [float(p["isrel"]) for p in paras if p["gold"]], [float(p["isrel"]) for p in paras if not p["gold"]], n,
+            defaults=sum(bool(p.get("isrel_default")) for p in paras), target=len(wanted),
+        ),
+    ]
+    return rows if paras else []
+
+
+def support_rows(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """AUCs of correct vs wrong candidates' support, from the self_rag_critic and self_rag runs."""
+    out = []
+    for variant, label in (("self_rag_critic", "support: self_rag_critic P(support)"),
+                           ("self_rag", "support: self_rag combined [IsSup] label (1 / 0.5 / 0)")):
+        rows = runs.get(variant)
+        if not rows:
+            continue
+        correct, wrong, questions = support_pairs(rows)
+        out.append(auc_row(label, correct, wrong, questions))
+    return out

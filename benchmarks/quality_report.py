@@ -1,0 +1,216 @@
+"""Rendering the quality benchmark: one report per model, and ``quality.md`` as their index."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from quality_runs import BASELINE, DATASETS
+
+METRIC_NAMES = {"em": "EM", "f1": "F1", "accuracy": "accuracy", "yesno": "yes/no acc."}
+# Columns per dataset: quality metrics shown, the compared metric comes from the Dataset.
+SHOWN = {"hotpotqa": ("em", "f1"), "hotpotqa_yesno": ("yesno", "em", "f1"),
+         "pubmedqa": ("accuracy",), "mmlu_evidence": ("accuracy",)}
+
+
+def _f(value: float | None, fmt: str = ".3f") -> str:
+    return "–" if value is None else format(value, fmt)
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def _n(row: dict[str, Any]) -> str:
+    if row["partial"]:
+        return f"{row['n']} of {row['target_n']} (partial)"
+    return str(row["n"])
+
+
+def _delta(cmp: dict[str, Any] | None, variant: str) -> str:
+    if variant == BASELINE:
+        return "(baseline)"
+    if not cmp:
+        return "–"
+    return f"{cmp['diff']:+.3f} [{cmp['lo']:+.3f}, {cmp['hi']:+.3f}] (n={cmp['n']})"
+
+
+def _malformed(row: dict[str, Any]) -> str:
+    reasons = row.get("malformed_reasons") or {}
+    if not reasons:
+        return str(row["malformed"])
+    return f"{row['malformed']} ({', '.join(f'{v} {k}' for k, v in sorted(reasons.items()))})"
+
+
+def dataset_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
+    dataset = DATASETS[name]
+    shown = SHOWN[name]
+    metric = METRIC_NAMES[dataset.metric]
+    header = ["method", "n", *(METRIC_NAMES[m] for m in shown), f"Δ {metric} vs {BASELINE} [95% CI]",
+              "retrieved", "LLM calls/q", "tokens/q", "s/q", "malformed", "errors"]
+    target = max((r["target_n"] for r in rows), default=0)
+    lines = [f"## {name}", "", dataset.note.format(n=target) + ".", ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "---|" * len(header))
+    for r in rows:
+        label = f"`{r['variant']}`" + (f" ({r['note']})" if r.get("note") else "")
+        cells = [label, _n(r), *(_f(r["metrics"].get(m)) for m in shown), _delta(r.get("vs_baseline"), r["variant"]),
+                 _pct(r["retrieval_rate"]), _f(r["llm_calls_per_q"], ".1f"), _f(r["tokens_per_q"], ".0f"),
+                 _f(r["seconds_per_q"], ".1f"), _malformed(r), str(r["errors"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    remarks = [f"- `{r['variant']}`: {r['remark']}" for r in rows if r.get("remark")]
+    return [*lines, *remarks, *([""] if remarks else [])]
+
+
+def decision_section(tag: str, d: dict[str, Any] | None) -> list[str]:
+    if not d or (d["hotpotqa_n"] == 0 and d["no_docs_n"] == 0):
+        return []
+    no_docs_n = f"{d['no_docs_n']}" + (f" of {d['no_docs_total']} (partial)" if d["no_docs_n"] < d["no_docs_total"] else "")
+    lines = [
+        "## Retrieval decision",
+        "",
+        "`self_rag`'s adaptive decision (`selfrag.methods.self_rag_decision.decide_retrieval`, "
+        f"threshold {', '.join(str(t) for t in d['thresholds']) or 'as configured'}): how often it retrieves on "
+        "the HotpotQA questions (from the `self_rag` HotpotQA run) and how often it skips on the written "
+        "questions that need no documents (`benchmarks/data/no_docs_questions.jsonl`: arithmetic, definitions, "
+        "greetings, instructions). P(yes) AUC: how well the decision's P(yes) alone ranks the HotpotQA questions "
+        "above the no-documents ones (ties count half).",
+        "",
+        "| model | HotpotQA n | retrieves on HotpotQA | no-docs n | skips on no-docs | P(yes) AUC | decision read from |",
+        "|---|---|---|---|---|---|---|",
+        f"| {tag} | {d['hotpotqa_n']} | {_pct(d['hotpotqa_retrieval_rate'])} | {no_docs_n} | "
+        f"{_pct(d['no_docs_skip_rate'])} | {_f(d['p_yes_auc'])} | {', '.join(d['sources']) or '–'} |",
+        "",
+    ]
+    if d["no_docs_skip_by_category"]:
+        cats = ", ".join(f"{c} {_pct(v)}" for c, v in d["no_docs_skip_by_category"].items())
+        lines += [f"Skip rate per no-docs category: {cats}.", ""]
+    return lines
+
+
+def critics_section(tag: str, rows: list[dict[str, Any]], n_critics: int) -> list[str]:
+    if not rows:
+        return []
+    scored = max((r["n_questions"] for r in rows if "target" in r), default=n_critics)
+    lines = [
+        "## Critique discrimination",
+        "",
+        "Relevance: the gold supporting paragraphs (their titles are in the question's supporting facts) "
+        f"against the distractors, scored only among the **top-{5} BM25 paragraphs** of each of the first "
+        f"{scored} HotpotQA questions (to bound the cost), pooled over questions. The critic's reading is "
+        "P(relevant) from next-token label probabilities; the combined mode's `[IsRel]` verdict is binary, so its "
+        "AUC counts ties as half. Support: candidate answers of the `self_rag_critic` and `self_rag` HotpotQA "
+        "runs, correct (F1 >= 0.5 against the gold answer) against wrong (F1 = 0); candidates in between are "
+        "left out. AUC 0.5 = no better than chance.",
+        "",
+        "| model | source | n questions | n pairs (pos x neg) | AUC | notes |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        nq = str(r["n_questions"])
+        if r.get("target") and r["n_questions"] < r["target"]:
+            nq = f"{r['n_questions']} of {r['target']} (partial)"
+        notes = []
+        if r.get("defaults"):
+            notes.append(f"{r['defaults']} verdicts unparsed (read as the default, relevant)")
+        if r.get("unscored"):
+            notes.append(f"{r['unscored']} paragraphs without a probability")
+        lines.append(
+            f"| {tag} | {r['source']} | {nq} | {r['n_pairs']} ({r['n_pos']} x {r['n_neg']}) | "
+            f"{_f(r['auc'])} | {'; '.join(notes)} |"
+        )
+    return [*lines, ""]
+
+
+def render(data: dict[str, Any]) -> str:
+    env = data["environment"]
+    tag = env["model_tag"]
+    sha = f", sha256 `{env['model_sha256'][:16]}…`" if env.get("model_sha256") else ""
+    lines = [
+        f"# Quality and cost per method: {tag}",
+        "",
+        f"Report written {env['date']} on {env['platform']}, {env['cpus']} CPUs, Python {env['python']}, commit "
+        f"{env['commit']}. Model: `{env['model']}` (`{env.get('model_path') or env['llm']}`{sha}), "
+        "greedy decoding, cache off, BM25 retrieval, one question at a time. Every method answers the same "
+        "questions; a run still going (or stopped) is reported with the questions it has answered, marked partial, "
+        "and compared with the baseline only on the questions both answered.",
+        "",
+        "Columns: Δ is the method's mean difference to `vanilla_rag` on the same questions (joined by question "
+        "id), with a paired bootstrap 95% interval (2000 resamples, seed 0); F1 on HotpotQA, the yes/no accuracy "
+        "on the yes/no set, accuracy otherwise. *retrieved*: share of questions for which the method retrieved. "
+        "*s/q*: the method's own time per question on this machine. *malformed*: final answers that are empty, a "
+        "reflection label, JSON or prompt text (`selfrag.methods.answer_shape.malformed`).",
+        "",
+    ]
+    for name in DATASETS:
+        rows = [r for r in data["rows"] if r["dataset"] == name]
+        if rows:
+            lines += dataset_table(name, rows)
+    lines += decision_section(tag, data.get("decisions"))
+    lines += critics_section(tag, data.get("critics") or [], data["args"]["n_critics"])
+    llm = f" --llm {env['llm']}" if env["llm"] != "embedded" else ""
+    lines += [
+        "Regenerate (resumes every run directory; finished ones are read back): "
+        f"`python benchmarks/quality.py{llm}`; see benchmarks/README.md. Run directories: "
+        f"`benchmarks/results/runs/quality/{tag}/<dataset>/<variant>/` (not committed).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def index(out: Path) -> str:
+    """``quality.md``: every per-model report in ``out`` with its date, commit and n."""
+    lines = [
+        "# Quality and cost per method",
+        "",
+        "One report per model, written by `python benchmarks/quality.py [--llm llamacpp:PATH]`.",
+        "",
+        "| model | report | date | commit | n per dataset |",
+        "|---|---|---|---|---|",
+    ]
+    for path in sorted(out.glob("quality_*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            env = data["environment"]
+        except (OSError, ValueError, KeyError):
+            continue
+        ns = []
+        for name in DATASETS:
+            rows = [r for r in data.get("rows", []) if r.get("dataset") == name]
+            if rows:
+                top = max(int(r.get("n") or 0) for r in rows)
+                partial = any(r.get("partial") for r in rows)
+                ns.append(f"{name} {top}" + (" (partial)" if partial else ""))
+        lines.append(
+            f"| {env.get('model_tag') or path.stem.removeprefix('quality_')} | [{path.stem}.md]({path.stem}.md) | {env.get('date')} | "
+            f"{env.get('commit')} | {', '.join(ns) or '–'} |"
+        )
+    return "\n".join([*lines, ""])
+
+
+def plot(rows: list[dict[str, Any]], path: Path, tag: str) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    subset = [r for r in rows if r["dataset"] == "hotpotqa" and r["n"] and r["tokens_per_q"]]
+    if not subset:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for r in subset:
+        x, y = r["tokens_per_q"], r["metrics"].get("f1") or 0.0
+        ax.scatter([x], [y])
+        ax.annotate(r["variant"], (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_xlabel("tokens per question (log)")
+    ax.set_ylabel("F1")
+    ax.set_title(f"HotpotQA, n={max(r['n'] for r in subset)}, {tag}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True

@@ -1,0 +1,190 @@
+"""The quality benchmark's pure parts: statistics, reading runs, the report (no model runs)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import quality_report  # noqa: E402
+import quality_runs  # noqa: E402
+import quality_stats as qs  # noqa: E402
+
+
+def pred(qid, answer, *, gold=("Paris",), f1=None, error=False, retrieved=True, calls=2, tokens=100,
+         latency_ms=1000.0, candidates=()):
+    if error:
+        return {"id": qid, "prediction": None, "error": {"type": "BackendError", "message": "x"},
+                "metrics": {}, "accounting": {"latency_ms": 5.0}}
+    f1 = qs.best_over(qs.f1_score, answer, gold) if f1 is None else f1
+    return {
+        "id": qid, "question": f"q {qid}", "gold": list(gold), "prediction": answer,
+        "metrics": {"em": float(answer == gold[0]), "f1": f1},
+        "accounting": {"llm_calls": calls, "total_tokens": tokens, "latency_ms": latency_ms, "retrieved": retrieved},
+        "model": "m.gguf", "candidates": list(candidates),
+    }
+
+
+def write(path: Path, rows) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+# -- statistics ------------------------------------------------------------------------------
+
+
+def test_auc_known_values_and_ties():
+    assert qs.auc([0.9, 0.8], [0.1, 0.2]) == 1.0
+    assert qs.auc([0.1], [0.9]) == 0.0
+    # Binary verdicts: every tie counts one half.
+    assert qs.auc([1, 1, 0], [1, 0, 0, 0]) == pytest.approx((2 * 3 + 2 * 0.5 + 0.5 * 3) / 12)
+    assert qs.auc([0.5, 0.5], [0.5]) == 0.5
+    assert qs.auc([], [0.1]) is None and qs.auc([0.1], []) is None
+
+
+def test_auc_matches_the_pairwise_definition():
+    pos = [0.3, 0.7, 0.7, 0.2, 0.9]
+    neg = [0.7, 0.1, 0.3, 0.3]
+    pairs = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in pos for n in neg)
+    assert qs.auc(pos, neg) == pytest.approx(pairs / (len(pos) * len(neg)))
+
+
+def test_paired_bootstrap_known_data():
+    out = qs.paired_bootstrap([1.0] * 10, [0.0] * 10)
+    assert out == {"diff": 1.0, "lo": 1.0, "hi": 1.0, "n": 10}
+    a = [1, 0, 1, 1, 0, 1, 0, 1, 1, 1]
+    b = [0, 0, 1, 0, 0, 1, 0, 0, 1, 0]
+    first = qs.paired_bootstrap(a, b)
+    assert first["diff"] == pytest.approx(0.4)
+    assert first["lo"] < 0.4 < first["hi"]
+    assert first["lo"] >= 0.0 and first["hi"] <= 0.8  # differences are 0 or 1: the mean stays in [0, 0.8]
+    assert qs.paired_bootstrap(a, b) == first  # fixed seed: the same interval every time
+    assert qs.paired_bootstrap([], []) is None
+    with pytest.raises(ValueError):
+        qs.paired_bootstrap([1.0], [1.0, 0.0])
+
+
+# -- reading and joining -----------------------------------------------------------------------
+
+
+def test_read_predictions_keeps_one_record_per_id_in_wanted_order(tmp_path):
+    path = write(tmp_path / "p.jsonl", [pred("b", "x", error=True), pred("a", "Paris"), pred("b", "Lyon")])
+    with path.open("a") as fh:
+        fh.write('{"id": "c", "predic')  # a torn last line
+    rows = qs.read_predictions(path, ["a", "b", "c"])
+    assert [r["id"] for r in rows] == ["a", "b"]
+    assert rows[1]["prediction"] == "Lyon"  # the answer wins over the earlier error
+    assert qs.read_predictions(tmp_path / "missing.jsonl") == []
+
+
+def test_join_by_id_pairs_only_questions_both_answered():
+    a = [pred("1", "Paris"), pred("2", "x"), pred("3", "y", error=True)]
+    b = [pred("2", "Paris"), pred("1", "Lyon"), pred("3", "Paris")]
+    joined = qs.join_by_id(a, b)
+    assert [(i, x["prediction"], y["prediction"]) for i, x, y in joined] == [("1", "Paris", "Lyon"), ("2", "x", "Paris")]
+    cmp = qs.compare_to(a, b, "f1")
+    assert cmp["n"] == 2 and cmp["diff"] == pytest.approx(0.0) and cmp["metric"] == "f1"
+
+
+def test_malformed_answers_are_counted_by_reason():
+    rows = [pred("1", ""), pred("2", '{"answer": "Paris"}'), pred("3", "[Relevant]"),
+            pred("4", "Question: what is"), pred("5", "Paris"), pred("6", "", error=True)]
+    assert qs.malformed_reasons(rows) == {"empty": 1, "json": 1, "reflection label": 1, "prompt text": 1}
+    s = qs.summarize_rows(rows, target_n=6, metrics=("f1",))
+    assert s["malformed"] == 4 and s["errors"] == 1 and s["n"] == 5
+
+
+def test_yes_no_accuracy_is_the_normalised_answer_against_the_gold():
+    assert qs.yes_no_correct("Yes.", ["yes"]) == 1.0
+    assert qs.yes_no_correct("yes, they were", ["yes"]) == 0.0
+    assert qs.yes_no_correct(None, ["no"]) == 0.0
+    s = qs.summarize_rows([pred("1", "No", gold=("no",)), pred("2", "yes", gold=("no",))], target_n=2,
+                          metrics=("em",), yes_no=True)
+    assert s["metrics"]["yesno"] == 0.5
+
+
+def test_support_pairs_split_correct_and_wrong_candidates():
+    cands = [
+        {"text": "Paris", "support": "no support", "details": {"sup": 0.9}},  # the probability wins
+        {"text": "Lyon", "support": "fully supported", "details": {}},  # label: 1.0
+        {"text": "Paris France city", "support": "partially supported", "details": {}},  # F1 0.5: correct
+        {"text": "the city of Paris", "support": None, "details": {}},  # no score: left out
+    ]
+    correct, wrong, questions = qs.support_pairs([pred("1", "Paris", candidates=cands)])
+    assert correct == [0.9, 0.5] and wrong == [1.0] and questions == 1
+
+
+# -- runs and the report ------------------------------------------------------------------
+
+
+def test_model_tag_and_hand_command_layout():
+    assert quality_runs.model_tag(None) == "embedded"
+    assert quality_runs.model_tag("llamacpp:/m/qwen2.5-coder-0.5b-instruct.gguf") == "qwen2.5-coder-0.5b-instruct"
+    out = quality_runs.ROOT / "benchmarks" / "results"
+    cmd = quality_runs.command_line(out, "tag", quality_runs.DATASETS["hotpotqa"], quality_runs.VARIANTS["self_rag"],
+                                    100, "llamacpp:/m/x.gguf")
+    assert cmd.startswith("selfrag run configs/self_rag.yaml --llm llamacpp:/m/x.gguf ")
+    assert "--set data.subset_size=100 --set cache.enabled=false" in cmd
+    assert cmd.endswith("--output benchmarks/results/runs/quality/tag/hotpotqa --run-id self_rag")
+
+
+def test_every_variant_config_exists():
+    assert quality_runs.missing_configs() == []
+
+
+def _report_row(variant, rows, baseline, target_n):
+    row = qs.summarize_rows(rows, target_n=target_n, metrics=("em", "f1"))
+    row.update(dataset="hotpotqa", variant=variant, note="", remark="", model="m.gguf")
+    row["vs_baseline"] = None if variant == "vanilla_rag" else qs.compare_to(rows, baseline, "f1")
+    return row
+
+
+def test_report_renders_a_partial_run_with_its_own_n(tmp_path):
+    base = [pred(str(i), "Paris" if i % 2 else "Lyon") for i in range(4)]
+    partial = [pred("0", "Paris"), pred("1", '{"answer": 1}')]
+    rows = [_report_row("vanilla_rag", base, base, 4), _report_row("self_rag", partial, base, 4)]
+    env = {"date": "2026-01-01 00:00 UTC", "platform": "Linux", "cpus": 2, "python": "3.11", "commit": "abc1234",
+           "llm": "llamacpp:/m/x.gguf", "model_tag": "x", "model": "x.gguf", "model_path": "/m/x.gguf"}
+    decisions = {"hotpotqa_n": 2, "hotpotqa_retrieval_rate": 0.5, "no_docs_n": 30, "no_docs_total": 40,
+                 "no_docs_skip_rate": 0.9, "no_docs_skip_by_category": {"arithmetic": 1.0}, "sources": ["label_probs"],
+                 "thresholds": [0.05], "p_yes_auc": 0.75, "p_yes_n": [2, 30]}
+    critics = [qs.auc_row("relevance: combined [IsRel] verdict (binary)", [1.0, 0.0], [0.0, 0.0, 1.0], 2, defaults=1, target=3)]
+    data = {"environment": env, "args": {"n_critics": 2}, "rows": rows, "decisions": decisions, "critics": critics}
+    text = quality_report.render(data)
+    assert "| `self_rag` | 2 of 4 (partial) |" in text
+    assert "| `vanilla_rag` | 4 | 0.500 | 0.500 | (baseline) |" in text
+    assert "1 (1 json)" in text  # malformed answers with their reason
+    assert "(n=2)" in text  # compared on the 2 questions both answered
+    assert "| x | 2 | 50% | 30 of 40 (partial) | 90% | 0.750 | label_probs |" in text
+    assert "| x | relevance: combined [IsRel] verdict (binary) | 2 of 3 (partial) | 6 (2 x 3) | 0.583 | 1 verdicts unparsed (read as the default, relevant)" in text
+    (tmp_path / "quality_x.json").write_text(json.dumps(data))
+    assert "| x | [quality_x.md](quality_x.md) | 2026-01-01 00:00 UTC | abc1234 | hotpotqa 4 (partial) |" in (
+        quality_report.index(tmp_path))
+
+
+@pytest.mark.skipif(not quality_runs.DATASETS["hotpotqa"].path.is_file(), reason="benchmark data not found")
+def test_collect_reads_run_directories_restricted_to_the_selection(tmp_path):
+    import quality
+
+    args = types.SimpleNamespace(
+        out=tmp_path, tag="t", llm=None, n_hotpot=3, n_other=2, n_critics=3, selections={}, remarks={},
+        env={}, recorded={},
+    )
+    ids = quality_runs.selection(quality_runs.load_cfg(quality_runs.DATASETS["hotpotqa"],
+                                                        quality_runs.VARIANTS["vanilla_rag"], 5, None))
+    ds = quality_runs.DATASETS["hotpotqa"]
+    write(quality_runs.run_dir(tmp_path, "t", ds, quality_runs.VARIANTS["vanilla_rag"]) / "predictions.jsonl",
+          [pred(i, "x") for i in ids])  # made with a larger n: only the first 3 count
+    write(quality_runs.run_dir(tmp_path, "t", ds, quality_runs.VARIANTS["self_rag"]) / "predictions.jsonl",
+          [pred(ids[0], "x")])
+    rows = {r["variant"]: r for r in quality.collect(args)["rows"]}
+    assert (rows["vanilla_rag"]["n"], rows["vanilla_rag"]["partial"]) == (3, False)
+    assert (rows["self_rag"]["n"], rows["self_rag"]["partial"]) == (1, True)
+    assert rows["self_rag"]["vs_baseline"]["n"] == 1
