@@ -54,27 +54,38 @@ def _self_rag_method(args: Any, backend: Any, n: int | None):
 
 
 async def run_no_docs_decisions(args: Any, backend: Any) -> None:
-    from selfrag.methods.self_rag_decision import decide_retrieval
+    """The adaptive decision alone, with one calibration shared by all questions, on the
+    no-documents set and on the first ``n_hotpot`` HotpotQA questions (the ``self_rag``
+    pipeline itself retrieves without asking when a question carries its own documents)."""
+    from selfrag.methods.self_rag_decision import Calibration, decide_retrieval
     from selfrag.methods.trace import Run
     from selfrag.types import Question
 
     path = decisions_path(args.out, args.tag)
-    done = {r.get("id") for r in read_jsonl(path)}
-    pending = [q for q in read_jsonl(NO_DOCS) if q["id"] not in done]
+    done = {(r.get("set", "no_docs"), r.get("id")) for r in read_jsonl(path)}
+    items = [("no_docs", q["id"], q["question"], q.get("category")) for q in read_jsonl(NO_DOCS)]
+    hotpot = DATASETS["hotpotqa"].path
+    if hotpot.is_file():
+        rows = read_jsonl(hotpot)[: args.n_hotpot]
+        items += [("hotpotqa", str(r.get("_id") or r.get("id")), r["question"], None) for r in rows]
+    pending = [it for it in items if (it[0], it[1]) not in done]
     if not pending or args.report_only:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     llm, method = _self_rag_method(args, backend, 1)
-    say(f"retrieval decision on {len(pending)} no-documents question(s) -> {path}")
-    for q in pending:
+    calibration = Calibration()
+    say(f"retrieval decision on {len(pending)} question(s) -> {path}")
+    for kind, qid, text, category in pending:
         run = Run(llm, None, dict(method.llm_params))
         d = await decide_retrieval(
-            run, method.decision_prompt, Question(id=q["id"], text=q["question"]),
+            run, method.decision_prompt, Question(id=qid, text=text),
             threshold=method.config.retrieval_threshold, max_tokens=method.mode.short_tokens,
+            calibration=calibration,
         )
         _append(path, {
-            "id": q["id"], "category": q.get("category"), "retrieve": d.needed, "p_yes": d.p_yes,
-            "source": d.source, "threshold": method.config.retrieval_threshold,
+            "set": kind, "id": qid, "category": category, "retrieve": d.needed, "p_yes": d.p_yes,
+            "source": d.source, "threshold": calibration.value if calibration.value is not None
+            else method.config.retrieval_threshold,
         })
 
 
@@ -95,14 +106,21 @@ def _needed(row: dict[str, Any]) -> bool | None:
 
 def decision_summary(out: Path, tag: str, hotpot_rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Retrieval rate on HotpotQA (the self_rag run), skip rate on the no-documents questions."""
-    needed = [n for n in (_needed(r) for r in hotpot_rows if r.get("error") is None) if n is not None]
-    no_docs = read_jsonl(decisions_path(out, tag))
+    decided = read_jsonl(decisions_path(out, tag))
+    no_docs = [r for r in decided if r.get("set", "no_docs") == "no_docs"]
+    hot = [r for r in decided if r.get("set") == "hotpotqa"]
+    if hot:  # the decision alone on HotpotQA questions
+        needed = [bool(r.get("retrieve")) for r in hot]
+    else:
+        needed = [n for n in (_needed(r) for r in hotpot_rows if r.get("error") is None) if n is not None]
     by_cat: dict[str, list[bool]] = {}
     for r in no_docs:
         by_cat.setdefault(str(r.get("category")), []).append(not r.get("retrieve"))
-    hot_p = [p for p in (_decision_p_yes(r) for r in hotpot_rows) if p is not None]
+    hot_p = ([float(r["p_yes"]) for r in hot if isinstance(r.get("p_yes"), (int, float))] if hot
+             else [p for p in (_decision_p_yes(r) for r in hotpot_rows) if p is not None])
     doc_p = [float(r["p_yes"]) for r in no_docs if isinstance(r.get("p_yes"), (int, float))]
-    thresholds = sorted({r.get("threshold") for r in no_docs if r.get("threshold") is not None})
+    thresholds = sorted({round(r["threshold"], 4) if isinstance(r.get("threshold"), float) else r.get("threshold")
+                         for r in decided if r.get("threshold") is not None}, key=str)
     return {
         "hotpotqa_n": len(needed),
         "hotpotqa_retrieval_rate": sum(needed) / len(needed) if needed else None,
