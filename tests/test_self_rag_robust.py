@@ -1,0 +1,220 @@
+"""Issue 16's failures on small instruction models, each pinned with a scripted model.
+
+* labels-only output ("[IsRel] relevant\\n[IsSup] partially supported") is no answer;
+* an always-"no" decision is read from P(yes) against a calibrated threshold;
+* a sentence answer to a yes/no question becomes "yes" or "no";
+* one passage per candidate cannot answer a two-hop question: the joint candidate can.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from selfrag.llm import ScriptedBackend
+from selfrag.methods import create_method
+from selfrag.methods.answer_format import answer_format
+from selfrag.methods.answer_shape import finalize_answer, is_yes_no, malformed, yes_no
+from selfrag.methods.self_rag_decision import ANCHORS_RETRIEVE, ANCHORS_SKIP
+from selfrag.types import Document, Question, RetrievalResult
+
+DECISION = "checked in reference documents"
+TWO_HOP = Question(id="q", text="In which city was the director of Alien born?")
+DOC_DIRECTOR = "Alien is a 1979 film directed by Ridley Scott."
+DOC_BIRTH = "Ridley Scott was born in South Shields."
+DOC_OTHER = "The Nostromo is a fictional spaceship."
+
+
+@pytest.fixture
+def two_hop_retriever(static_retriever_factory):
+    docs = tuple(Document(id=str(i), title=f"Doc {i}", text=t)
+                 for i, t in enumerate((DOC_DIRECTOR, DOC_BIRTH, DOC_OTHER), start=1))
+    return static_retriever_factory(
+        RetrievalResult(documents=docs, scores=(3.0, 2.0, 1.0), query="q", retrieval_time_ms=0.0, method="bm25")
+    )
+
+
+def probs(p_yes: float) -> dict:
+    return {"text": "yes" if p_yes >= 0.5 else "no",
+            "top_logprobs": [{"yes": math.log(p_yes), "no": math.log(1 - p_yes)}]}
+
+
+# -- answers ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "empty"),
+        ("   ", "empty"),
+        ("[IsRel] relevant\n[IsSup] partially supported", "reflection label"),
+        ("relevant", "reflection label"),
+        ("[Relevant]", "reflection label"),
+        ('{"answer": "Paris"}', "json"),
+        ("Question: what is the capital?", "prompt text"),
+        ("a short answer (a name, number, date or phrase), never a full sentence", "prompt text"),
+        ("a name", "prompt text"),
+        ("Paris", None),
+        ("South Shields", None),
+    ],
+)
+def test_what_is_not_an_answer(text, reason):
+    assert malformed(text) == reason
+
+
+def test_labels_only_output_is_never_selected(two_hop_retriever):
+    """The 0.5B model wrote only the critique labels; they must not become the answer."""
+    llm = ScriptedBackend({
+        DECISION: "yes",
+        DOC_DIRECTOR: "[IsRel] relevant\n[IsSup] partially supported",
+        DOC_BIRTH: "South Shields\n[IsRel] relevant\n[IsSup] fully supported",
+        DOC_OTHER: "[IsRel] irrelevant\n[IsSup] no support",
+        "Answer: South Shields": "4",
+        "Answer: \n": "5",
+    })
+    method = create_method("self_rag", llm, two_hop_retriever,
+                           {"self_rag": {"retrieval_mode": "always", "joint_candidate": False}})
+    import asyncio
+
+    response = asyncio.run(method.answer(TWO_HOP))
+    assert response.answer == "South Shields"
+    discard = next(s for s in response.reasoning_chain if s.action == "discard_candidates")
+    assert [d["reason"] for d in discard.details["discarded"]] == ["empty", "empty"]
+
+
+async def test_when_every_candidate_is_empty_one_answer_is_written_over_all_passages(two_hop_retriever):
+    labels = "[IsRel] relevant\n[IsSup] fully supported"
+    llm = ScriptedBackend({
+        DECISION: "yes", "Answer the question using": labels, "Rating": "5",
+        "Use the documents below": "South Shields",
+    })
+    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}})
+    response = await method.answer(TWO_HOP)
+    assert response.answer == "South Shields"
+    assert response.reasoning_chain[-1].action == "generate"
+    assert all(DOC in llm.calls[-1].prompt_text() for DOC in (DOC_DIRECTOR, DOC_BIRTH, DOC_OTHER))
+
+
+# -- the joint candidate ------------------------------------------------------------------
+
+
+async def test_the_joint_candidate_reads_every_passage_not_judged_irrelevant(two_hop_retriever):
+    joint_key = f"{DOC_DIRECTOR}\n</document>\n\n<document index=\"2\""
+    llm = ScriptedBackend({
+        DECISION: "yes",
+        joint_key: "South Shields\n[IsRel] relevant\n[IsSup] fully supported",
+        DOC_DIRECTOR: "Ridley Scott\n[IsRel] relevant\n[IsSup] fully supported",
+        DOC_BIRTH: "South Shields\n[IsRel] relevant\n[IsSup] fully supported",
+        DOC_OTHER: "Nostromo\n[IsRel] irrelevant\n[IsSup] no support",
+        "Answer: ": "5",
+    })
+    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}})
+    response = await method.answer(TWO_HOP)
+    joint, *per_passage = response.candidates
+    assert joint.details["joint"] is True and joint.details["passage_indices"] == [1, 2]
+    assert [c.details["passage_index"] for c in per_passage] == [1, 2, 3]
+    assert response.answer == "South Shields"  # equal scores: the joint candidate, listed first, wins
+    assert response.num_llm_calls == 2 * (3 + 1)  # no decision call (always), 3 passages + the joint one
+    joint_prompt = next(c.prompt_text() for c in llm.calls if joint_key in c.prompt_text())
+    assert DOC_OTHER not in joint_prompt  # judged irrelevant
+    assert response.details["context_used"] == [DOC_DIRECTOR, DOC_BIRTH]
+
+
+# -- the retrieval decision ---------------------------------------------------------------
+
+
+async def test_an_always_no_model_is_read_from_p_yes_against_a_calibrated_threshold(two_hop_retriever):
+    """Every reply is "no", but P(yes) is higher for questions that need documents."""
+    script = {a: probs(0.40) for a in ANCHORS_RETRIEVE} | {a: probs(0.30) for a in ANCHORS_SKIP}
+    script[TWO_HOP.text + "\n\nDoes answering"] = probs(0.38)
+    script["What is 2 plus 2?\n\nDoes answering"] = probs(0.31)
+    script |= {"Answer the question using": "South Shields\n[IsRel] relevant\n[IsSup] fully supported",
+               "Rating": "5", "Question: What is 2 plus 2?": "4"}
+    llm = ScriptedBackend(script)
+    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"joint_candidate": False}})
+
+    response = await method.answer(TWO_HOP)
+    assert response.retrieval_needed is True
+    decision = response.reasoning_chain[0]
+    assert decision.details["decision_source"] == "label_probs"
+    assert decision.details["p_yes"] == pytest.approx(0.38)
+    calibrated = [s for s in response.reasoning_chain if s.action == "calibrate_decision"]
+    assert len(calibrated) == len(ANCHORS_RETRIEVE) + len(ANCHORS_SKIP) + 1
+    assert calibrated[-1].details["threshold"] == pytest.approx(0.35)
+
+    # The calibration is measured once per method: the next question costs one decision call.
+    arithmetic = await method.answer(Question(id="a", text="What is 2 plus 2?"))
+    assert arithmetic.retrieval_needed is False and arithmetic.answer == "4"
+    assert arithmetic.num_llm_calls == 2
+
+
+async def test_a_fixed_threshold_skips_the_calibration(two_hop_retriever):
+    llm = ScriptedBackend({DECISION: probs(0.2), "Question: In which city": "Leeds"})
+    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_threshold": 0.25}})
+    response = await method.answer(TWO_HOP)
+    assert response.retrieval_needed is False and response.num_llm_calls == 2
+
+
+async def test_the_questions_own_documents_are_retrieved_without_asking():
+    question = Question(id="q", text=TWO_HOP.text, contexts=(Document(id="1", text=DOC_BIRTH),))
+    llm = ScriptedBackend({"Answer the question using": "South Shields\n[IsRel] relevant\n[IsSup] fully supported",
+                           "Rating": "5"})
+    response = await create_method("self_rag", llm, None, {}).answer(question)
+    assert response.retrieval_needed is True and response.answer == "South Shields"
+    first = response.reasoning_chain[0]
+    assert first.details["own_evidence"] is True and first.llm_calls == 0
+
+
+# -- yes/no questions ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Were Scott Derrickson and Ed Wood of the same nationality?", True),
+        ("Are both Cypress and Ajuga genera?", True),
+        ("Do the drinks Gibson and Zurracapote both contain gin?", True),
+        ("Is Gasherbrum II or Nuptse closer to Everest?", False),  # names its alternatives
+        ("Who directed Alien?", False),
+    ],
+)
+def test_yes_no_questions_are_recognised(text, expected):
+    assert is_yes_no(Question(id="q", text=text)) is expected
+
+
+def test_a_yes_no_question_asks_for_yes_or_no():
+    assert answer_format(Question(id="q", text="Are both Cypress and Ajuga genera?")) == "Reply with only yes or no."
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("Yes.", "yes"),
+        ("no, they are not", "no"),
+        ("Scott Derrickson and Ed Wood were of the same nationality.", "yes"),
+        ("They were not of the same nationality.", "no"),
+        ("", None),
+    ],
+)
+def test_yes_no_reading(reply, expected):
+    assert yes_no(reply) == expected
+
+
+async def test_a_sentence_answer_to_a_yes_no_question_becomes_yes_or_no(static_retriever_factory):
+    question = Question(id="q", text="Were Scott Derrickson and Ed Wood of the same nationality?")
+    llm = ScriptedBackend({"Use the documents below": "Scott Derrickson and Ed Wood were of the same nationality."})
+    doc = Document(id="1", text="Scott Derrickson is American. Ed Wood was American.")
+    retriever = static_retriever_factory(
+        RetrievalResult(documents=(doc,), scores=(1.0,), query="q", retrieval_time_ms=0.0, method="bm25")
+    )
+    response = await create_method("vanilla_rag", llm, retriever).answer(question)
+    assert response.answer == "yes"
+    assert response.details["raw_answer"].startswith("Scott Derrickson")
+
+
+def test_finalize_keeps_a_free_text_answer_and_strips_structure():
+    q = Question(id="q", text="Who directed Alien?")
+    assert finalize_answer(q, "Ridley Scott") == "Ridley Scott"
+    assert finalize_answer(q, "Ridley Scott\n[IsRel] relevant") == "Ridley Scott"
+    assert finalize_answer(q, '{"answer": "Ridley Scott", "relevance": "relevant"}') == "Ridley Scott"
