@@ -177,7 +177,7 @@ class Method(ABC):
             latency_ms=run.elapsed_ms(),
             num_retrieval_calls=sum(s.retrieval_calls for s in steps),
             num_llm_calls=sum(s.llm_calls for s in steps),
-            model=str(getattr(self.llm, "model", "")),
+            model=str(self.llm.model),
             architecture=self.name,
             candidates=tuple(outcome.candidates),
             retrieval_needed=outcome.retrieval_needed,

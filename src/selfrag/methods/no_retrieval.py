@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..llm.base import chat
 from ..prompts import load_prompt, render
 from ..types import ArchitectureType, Question
 from .answer_format import answer_system
@@ -26,7 +27,7 @@ class NoRetrieval(Method):
     async def _answer(self, question: Question, run: Run) -> Outcome:
         prompt = render(load_prompt("answer_direct"), question=question.text)
         step = await run.generate(
-            [{"role": "system", "content": answer_system(question)}, {"role": "user", "content": prompt}],
+            chat(answer_system(question), prompt),
             action="direct_answer",
             thought="Answer without retrieval.",
             action_input=question.text,

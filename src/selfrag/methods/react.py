@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
+from ..llm.base import chat
 from ..prompts import load_prompt, render
 from ..reflection.decisions import normalize_query, parse_action
 from ..types import ArchitectureType, Question
@@ -104,7 +105,7 @@ class ReActRAG(Method):
                 history=f"{history}\n\n" if history else "",
             )
             step = await run.generate(
-                [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
+                chat(system, prompt),
                 action="react_step",
                 max_tokens=max_tokens,
                 stop=STOP,
@@ -141,7 +142,7 @@ class ReActRAG(Method):
         history = self._history(turns) or "(nothing was observed)"
         prompt = render(load_prompt("react_final"), question=question.text, history=history)
         step = await run.generate(
-            [{"role": "system", "content": answer_system(question)}, {"role": "user", "content": prompt}],
+            chat(answer_system(question), prompt),
             action="final_answer",
             thought=f"No finish after {self.config.max_steps} steps: answer from what was observed.",
             action_input=question.text,

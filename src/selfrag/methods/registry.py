@@ -16,7 +16,11 @@ from ..errors import ConfigError
 from .base import Method
 
 _REGISTRY: dict[str, type[Method]] = {}
-_INFRA = {"base", "registry", "trace", "context", "prompts", "text"}
+# Modules of this package that define no method (the rest are imported to register theirs).
+_INFRA = {
+    "answer_format", "answer_shape", "augmentations", "base", "concurrency", "context", "critique",
+    "registry", "self_rag_decision", "self_rag_modes", "text", "trace",
+}
 _discovered = False
 
 # Keys runners pass to every method; ignored by methods that do not use them.

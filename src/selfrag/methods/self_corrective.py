@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ..llm.base import chat
 from ..prompts import load_prompt, render
 from ..reflection.decisions import NO, Decision, clean_query, normalize_query, parse_decision
 from ..types import ArchitectureType, Document, Question, RetrievalResult
@@ -89,10 +90,7 @@ class SelfCorrectiveRAG(Method):
         context, used = build_context(docs, self.config.max_context_tokens, self.llm.count_tokens)
         prompt = render(load_prompt("self_corrective_reflect"), context=context, question=question.text)
         step = await run.generate(
-            [
-                {"role": "system", "content": load_prompt("self_corrective_reflect_system")},
-                {"role": "user", "content": prompt},
-            ],
+            chat(load_prompt("self_corrective_reflect_system"), prompt),
             action="reflect",
             thought=f"Iteration {iteration}: can the {len(used)} retrieved document(s) answer the question completely?",
             action_input=question.text,
@@ -115,7 +113,7 @@ class SelfCorrectiveRAG(Method):
             reason=reason or "the documents did not answer the question",
         )
         step = await run.generate(
-            [{"role": "user", "content": prompt}],
+            chat(None, prompt),
             action="reformulate",
             thought=f"Iteration {iteration}: rewrite the query using the reason.",
             action_input=query,
@@ -130,7 +128,7 @@ class SelfCorrectiveRAG(Method):
         context, used = build_context(docs, self.config.max_context_tokens, self.llm.count_tokens)
         prompt = render(load_prompt("answer_with_context"), question=question.text, context=context)
         step = await run.generate(
-            [{"role": "system", "content": answer_system(question)}, {"role": "user", "content": prompt}],
+            chat(answer_system(question), prompt),
             action="generate",
             thought=why,
             action_input=question.text,

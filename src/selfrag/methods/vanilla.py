@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from ..llm.base import chat
 from ..prompts import load_prompt, render
 from ..types import ArchitectureType, Question
 from .answer_format import answer_system
@@ -32,7 +33,7 @@ class VanillaRAG(Method):
         context, used = build_context(result.documents, self.config.max_context_tokens, self.llm.count_tokens)
         prompt = render(load_prompt("answer_with_context"), question=question.text, context=context)
         step = await run.generate(
-            [{"role": "system", "content": answer_system(question)}, {"role": "user", "content": prompt}],
+            chat(answer_system(question), prompt),
             action="generate",
             thought=f"Answer from {len(used)} passages.",
             action_input=question.text,

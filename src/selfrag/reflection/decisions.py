@@ -8,10 +8,11 @@ value and never an exception. A reading that fails is reported in the result
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from .parse import json_objects
 
 YES, NO = "YES", "NO"
 _VERDICT_WORDS = {"yes": YES, "true": YES, "no": NO, "false": NO}
@@ -74,28 +75,15 @@ def _verdict_of(value: Any) -> str | None:
     return words.pop() if len(words) == 1 else None
 
 
-def _json_object(text: str) -> dict[str, Any] | None:
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
-        return None
-    try:
-        data = json.loads(text[start : end + 1])
-    except (ValueError, RecursionError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _from_json(text: str) -> Decision | None:
-    data = _json_object(text)
-    if data is None:
-        return None
-    lowered = {str(k).strip().lower(): v for k, v in data.items()}
-    for key in _DECISION_KEYS:
-        if key in lowered:
-            verdict = _verdict_of(lowered[key])
-            if verdict is not None:
-                reason = next((lowered[k] for k in _REASON_KEYS if k in lowered), "")
-                return Decision(verdict, _squash(_as_text(reason) or str(reason or ""), _MAX_REASON), True, "json")
+    for data in json_objects(text):  # the first object that carries a verdict
+        lowered = {str(k).strip().lower(): v for k, v in data.items()}
+        for key in _DECISION_KEYS:
+            if key in lowered:
+                verdict = _verdict_of(lowered[key])
+                if verdict is not None:
+                    reason = next((lowered[k] for k in _REASON_KEYS if k in lowered), "")
+                    return Decision(verdict, _squash(_as_text(reason) or str(reason or ""), _MAX_REASON), True, "json")
     return None
 
 

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-# Text labels of the combined mode (seed 000's vocabulary).
+# Text labels of the tagged critiques (combined and fused modes).
 RELEVANT, IRRELEVANT = "relevant", "irrelevant"
 FULLY, PARTIALLY, NO_SUPPORT = "fully supported", "partially supported", "no support"
-# JSON labels of the separate mode (seed 003's vocabulary).
+# JSON labels of the one-verdict-per-call critiques (separate mode).
 JSON_SUPPORT_LABELS = ("fully_supported", "partially_supported", "no_support")
 
 DEFAULT_RELEVANCE = RELEVANT

@@ -6,13 +6,13 @@ from collections.abc import Sequence
 
 from .parse import FULLY, NO_SUPPORT, PARTIALLY, RELEVANT
 
-# Combined mode (seed 000): score = utility + 2 * support_bonus + 0.5 * relevant.
+# Tagged critiques (combined, fused): score = utility + 2 * support_bonus + 0.5 * relevant.
 SUPPORT_BONUS = {FULLY: 1.0, PARTIALLY: 0.5, NO_SUPPORT: 0.0}
 UNKNOWN_SUPPORT_BONUS = 0.5
 SUPPORT_WEIGHT = 2.0
 RELEVANCE_BONUS = 0.5
 
-# Separate mode (seed 003): support level first, utility second.
+# One verdict per call (separate): support level first, utility second.
 SUPPORT_RANK = {"fully_supported": 3, "partially_supported": 2, "no_support": 1}
 
 

@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 
 from ..types import Document, TokenLogprobs
 
-RETRIEVAL = "[Retrieval]"
-NO_RETRIEVAL = "[No Retrieval]"
-CONTINUE = "[Continue to Use Evidence]"
-RELEVANT = "[Relevant]"
-IRRELEVANT = "[Irrelevant]"
-FULLY_SUPPORTED = "[Fully supported]"
-PARTIALLY_SUPPORTED = "[Partially supported]"
-NO_SUPPORT = "[No support / Contradictory]"
+RETRIEVAL_TOKEN = "[Retrieval]"
+NO_RETRIEVAL_TOKEN = "[No Retrieval]"
+CONTINUE_TOKEN = "[Continue to Use Evidence]"
+RELEVANT_TOKEN = "[Relevant]"
+IRRELEVANT_TOKEN = "[Irrelevant]"
+FULLY_SUPPORTED_TOKEN = "[Fully supported]"
+PARTIALLY_SUPPORTED_TOKEN = "[Partially supported]"
+NO_SUPPORT_TOKEN = "[No support / Contradictory]"
 UTILITY_TOKENS = tuple(f"[Utility:{i}]" for i in range(1, 6))
 PARAGRAPH_OPEN = "<paragraph>"
 PARAGRAPH_CLOSE = "</paragraph>"
@@ -95,11 +95,11 @@ def _exact(name: str, pairs: Sequence[tuple[str, str]]) -> TokenGroup:
 
 # Groups of the fine-tuned models' special tokens.
 REFLECTION_GROUPS: dict[str, TokenGroup] = {
-    "retrieve": _exact("retrieve", [(RETRIEVAL, "yes"), (NO_RETRIEVAL, "no"), (CONTINUE, "continue")]),
-    "relevance": _exact("relevance", [(RELEVANT, "relevant"), (IRRELEVANT, "irrelevant")]),
+    "retrieve": _exact("retrieve", [(RETRIEVAL_TOKEN, "yes"), (NO_RETRIEVAL_TOKEN, "no"), (CONTINUE_TOKEN, "continue")]),
+    "relevance": _exact("relevance", [(RELEVANT_TOKEN, "relevant"), (IRRELEVANT_TOKEN, "irrelevant")]),
     "support": _exact(
         "support",
-        [(FULLY_SUPPORTED, "fully"), (PARTIALLY_SUPPORTED, "partially"), (NO_SUPPORT, "no")],
+        [(FULLY_SUPPORTED_TOKEN, "fully"), (PARTIALLY_SUPPORTED_TOKEN, "partially"), (NO_SUPPORT_TOKEN, "no")],
     ),
     "utility": _exact("utility", [(tok, str(i)) for i, tok in enumerate(UTILITY_TOKENS, start=1)]),
 }

@@ -21,9 +21,9 @@ from __future__ import annotations
 from ...llm.base import Prompt
 from ...reflection.readings import Draft, Reading
 from ...reflection.tokens import (
-    NO_RETRIEVAL,
+    NO_RETRIEVAL_TOKEN,
     REFLECTION_GROUPS,
-    RETRIEVAL,
+    RETRIEVAL_TOKEN,
     instruction_prompt,
     neutralize,
     paragraph,
@@ -91,9 +91,9 @@ async def _reflection_readings(
 
     head = instruction_prompt(question)
     if passage is None:
-        await read("utility", head + NO_RETRIEVAL + text, answer)
+        await read("utility", head + NO_RETRIEVAL_TOKEN + text, answer)
         return readings
-    prompt = head + RETRIEVAL + paragraph(passage)
+    prompt = head + RETRIEVAL_TOKEN + paragraph(passage)
     relevance = await read("relevance", prompt, question)
     prompt += _token("relevance", relevance) + text
     support = await read("support", prompt, answer)

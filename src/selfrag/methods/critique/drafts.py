@@ -24,9 +24,9 @@ from ...prompts import load_prompt, render
 from ...reflection import score as S
 from ...reflection.readings import Draft, Reading, first_sentence, prefix_logprobs
 from ...reflection.tokens import (
-    NO_RETRIEVAL,
+    NO_RETRIEVAL_TOKEN,
     REFLECTION_GROUPS,
-    RETRIEVAL,
+    RETRIEVAL_TOKEN,
     instruction_prompt,
     paragraph,
     parse_reflection_positions,
@@ -70,7 +70,7 @@ def _reflection_head(task: Task) -> str:
 
 
 async def _reflection_draft(critic: Critic, run: Run, task: Task, i: int, doc: Document | None) -> Draft:
-    prompt = _reflection_head(task) + (RETRIEVAL + paragraph(doc) if doc is not None else NO_RETRIEVAL)
+    prompt = _reflection_head(task) + (RETRIEVAL_TOKEN + paragraph(doc) if doc is not None else NO_RETRIEVAL_TOKEN)
     logprobs = critic.choice.source != "text"
     step = await run.generate(
         prompt, action="generate_segment" if task.segment else "generate_candidate",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ...errors import ConfigError
 from ...llm.base import LLMBackend
-from ...reflection.tokens import RETRIEVAL
+from ...reflection.tokens import RETRIEVAL_TOKEN
 
 SOURCES = ("reflection_tokens", "label_probs", "text")
 _SELF_RAG_NAME = re.compile(r"self[-_ ]?(bio)?rag", re.IGNORECASE)
@@ -42,7 +42,7 @@ class SourceChoice:
 def has_reflection_vocabulary(llm: LLMBackend) -> bool | None:
     """Whether the backend's tokenizer has ``[Retrieval]`` as one token; ``None`` without a tokenizer."""
     try:
-        ids = llm.tokenize(RETRIEVAL)
+        ids = llm.tokenize(RETRIEVAL_TOKEN)
     except (TypeError, ValueError, RuntimeError):
         return None
     return None if ids is None else len(ids) == 1
