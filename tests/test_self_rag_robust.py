@@ -126,7 +126,8 @@ async def test_the_joint_candidate_reads_every_passage_not_judged_irrelevant(two
 
 async def test_an_always_no_model_is_read_from_p_yes_against_a_calibrated_threshold(two_hop_retriever):
     """Every reply is "no", but P(yes) is higher for questions that need documents."""
-    script = {a: probs(0.40) for a in ANCHORS_RETRIEVE} | {a: probs(0.30) for a in ANCHORS_SKIP}
+    script = {a: probs(0.38 + 0.01 * i) for i, a in enumerate(ANCHORS_RETRIEVE)}
+    script |= {a: probs(0.28 + 0.01 * i) for i, a in enumerate(ANCHORS_SKIP)}
     script[TWO_HOP.text + "\n\nDoes answering"] = probs(0.38)
     script["What is 2 plus 2?\n\nDoes answering"] = probs(0.31)
     script |= {"Answer the question using": "South Shields\n[IsRel] relevant\n[IsSup] fully supported",
@@ -141,12 +142,28 @@ async def test_an_always_no_model_is_read_from_p_yes_against_a_calibrated_thresh
     assert decision.details["p_yes"] == pytest.approx(0.38)
     calibrated = [s for s in response.reasoning_chain if s.action == "calibrate_decision"]
     assert len(calibrated) == len(ANCHORS_RETRIEVE) + len(ANCHORS_SKIP) + 1
-    assert calibrated[-1].details["threshold"] == pytest.approx(0.35)
+    assert calibrated[-1].details["threshold"] == pytest.approx(0.355)
 
     # The calibration is measured once per method: the next question costs one decision call.
     arithmetic = await method.answer(Question(id="a", text="What is 2 plus 2?"))
     assert arithmetic.retrieval_needed is False and arithmetic.answer == "4"
     assert arithmetic.num_llm_calls == 2
+
+
+async def test_anchors_that_do_not_separate_mean_retrieve_always(two_hop_retriever):
+    """A model whose P(yes) is the same for both kinds of anchor cannot decide: retrieve."""
+    values = (0.30, 0.40, 0.35, 0.33, 0.37, 0.36)
+    script = {a: probs(p) for a, p in zip(ANCHORS_RETRIEVE, values, strict=True)}
+    script |= {a: probs(p) for a, p in zip(ANCHORS_SKIP, reversed(values), strict=True)}
+    script[TWO_HOP.text + "\n\nDoes answering"] = probs(0.05)
+    script |= {"Answer the question using": "South Shields\n[IsRel] relevant\n[IsSup] fully supported",
+               "Rating": "5"}
+    method = create_method("self_rag", ScriptedBackend(script), two_hop_retriever,
+                           {"self_rag": {"joint_candidate": False}})
+    response = await method.answer(TWO_HOP)
+    calibrated = [s for s in response.reasoning_chain if s.action == "calibrate_decision"][-1]
+    assert calibrated.details["threshold"] == 0.0 and "do not separate" in calibrated.observation
+    assert response.retrieval_needed is True and response.answer == "South Shields"
 
 
 async def test_a_fixed_threshold_skips_the_calibration(two_hop_retriever):

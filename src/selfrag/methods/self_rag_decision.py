@@ -12,6 +12,7 @@ docs/methods.md); otherwise the written yes/no is used.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..errors import ConfigError
@@ -37,6 +38,9 @@ TOP_LOGPROBS = 20
 # between the mean P(yes) of the two groups (docs/methods.md, "The retrieval decision").
 DEFAULT_THRESHOLD = "auto"
 FALLBACK_THRESHOLD = 0.5
+# Below this separation of the anchor groups (difference of means over the pooled standard
+# deviation) the decision is not trusted and every question retrieves.
+MIN_SEPARATION = 1.5
 ANCHORS_RETRIEVE = (
     "Who was the first president of the football club founded in Barcelona in 1899?",
     "In what year did the architect of the Sydney Opera House die?",
@@ -78,6 +82,15 @@ def decision_template(path: str | None) -> str:
     return template
 
 
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _var(values: list[float]) -> float:
+    m = _mean(values)
+    return sum((v - m) ** 2 for v in values) / (len(values) - 1) if m is not None and len(values) > 1 else 0.0
+
+
 @dataclass(frozen=True)
 class Decision:
     needed: bool
@@ -114,17 +127,24 @@ class Calibration:
                 step.observation = f"P(yes)={p if p is None else round(p, 4)} ({name} anchor)"
                 if p is not None:
                     groups[name].append(p)
-        hi = sum(groups["retrieve"]) / len(groups["retrieve"]) if groups["retrieve"] else None
-        lo = sum(groups["skip"]) / len(groups["skip"]) if groups["skip"] else None
-        ok = hi is not None and lo is not None and hi > lo
-        self.value = (hi + lo) / 2 if ok else FALLBACK_THRESHOLD  # type: ignore[operator]
+        hi, lo = _mean(groups["retrieve"]), _mean(groups["skip"])
+        spread = math.sqrt((_var(groups["retrieve"]) + _var(groups["skip"])) / 2)
+        separation = (hi - lo) / spread if hi is not None and lo is not None and spread > 0 else None
+        if hi is None or lo is None:
+            self.value, why = FALLBACK_THRESHOLD, "no probabilities for the anchors"
+        elif separation is None or separation < MIN_SEPARATION:
+            # The model cannot tell the two kinds apart: retrieving for every question is the
+            # safe default (a needless retrieval costs calls, a missing one costs the answer).
+            self.value, why = 0.0, f"the anchors do not separate (d'={separation or 0:.2f} < {MIN_SEPARATION}): retrieve always"
+        else:
+            self.value, why = (hi + lo) / 2, f"halfway between the anchor means (d'={separation:.2f})"
         run.note(
             "calibrate_decision",
-            thought="Threshold halfway between the mean P(yes) of the two anchor groups.",
+            thought="Threshold halfway between the mean P(yes) of the two anchor groups, if they separate.",
             action_input=f"{len(ANCHORS_RETRIEVE)} + {len(ANCHORS_SKIP)} anchors",
-            observation=(f"threshold={self.value:.4f} (retrieve anchors {hi:.4f}, skip anchors {lo:.4f})" if ok
-                         else f"the anchors do not separate; threshold={FALLBACK_THRESHOLD}"),
-            details={"threshold": round(self.value, 4), "anchor_means": [hi, lo]},
+            observation=f"threshold={self.value:.4f}: {why}",
+            details={"threshold": round(self.value, 4), "anchor_means": [hi, lo],
+                     "separation": None if separation is None else round(separation, 3)},
         )
         return self.value
 
