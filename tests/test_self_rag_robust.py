@@ -89,7 +89,8 @@ async def test_when_every_candidate_is_empty_one_answer_is_written_over_all_pass
         DECISION: "yes", "Answer the question using": labels, "Rating": "5",
         "Use the documents below": "South Shields",
     })
-    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}})
+    method = create_method("self_rag", llm, two_hop_retriever,
+                           {"self_rag": {"retrieval_mode": "always", "joint_candidate": False}})
     response = await method.answer(TWO_HOP)
     assert response.answer == "South Shields"
     assert response.reasoning_chain[-1].action == "generate"
@@ -99,26 +100,48 @@ async def test_when_every_candidate_is_empty_one_answer_is_written_over_all_pass
 # -- the joint candidate ------------------------------------------------------------------
 
 
-async def test_the_joint_candidate_reads_every_passage_not_judged_irrelevant(two_hop_retriever):
-    joint_key = f"{DOC_DIRECTOR}\n</document>\n\n<document index=\"2\""
-    llm = ScriptedBackend({
+def joint_script(director_support: str = "fully supported", joint_support: str = "fully supported") -> dict:
+    return {
         DECISION: "yes",
-        joint_key: "South Shields\n[IsRel] relevant\n[IsSup] fully supported",
-        DOC_DIRECTOR: "Ridley Scott\n[IsRel] relevant\n[IsSup] fully supported",
-        DOC_BIRTH: "South Shields\n[IsRel] relevant\n[IsSup] fully supported",
+        "Use the documents below": "South Shields",
+        "Judge whether the documents support": joint_support,
+        DOC_DIRECTOR: f"Ridley Scott\n[IsRel] relevant\n[IsSup] {director_support}",
+        DOC_BIRTH: "South Shields\n[IsRel] relevant",
         DOC_OTHER: "Nostromo\n[IsRel] irrelevant\n[IsSup] no support",
         "Answer: ": "5",
-    })
+    }
+
+
+async def test_the_joint_candidate_reads_every_passage_not_judged_irrelevant(two_hop_retriever):
+    llm = ScriptedBackend(joint_script())
     method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}})
     response = await method.answer(TWO_HOP)
     joint, *per_passage = response.candidates
     assert joint.details["joint"] is True and joint.details["passage_indices"] == [1, 2]
     assert [c.details["passage_index"] for c in per_passage] == [1, 2, 3]
-    assert response.answer == "South Shields"  # equal scores: the joint candidate, listed first, wins
-    assert response.num_llm_calls == 2 * (3 + 1)  # no decision call (always), 3 passages + the joint one
-    joint_prompt = next(c.prompt_text() for c in llm.calls if joint_key in c.prompt_text())
+    # Equal support: the joint candidate stands (utility does not decide against it).
+    assert response.answer == "South Shields"
+    # 3 passages × 2 calls, then the joint candidate: answer, support, utility (no decision call).
+    assert response.num_llm_calls == 2 * 3 + 3
+    joint_prompt = next(c.prompt_text() for c in llm.calls if "Use the documents below" in c.prompt_text())
+    assert DOC_DIRECTOR in joint_prompt and DOC_BIRTH in joint_prompt
     assert DOC_OTHER not in joint_prompt  # judged irrelevant
     assert response.details["context_used"] == [DOC_DIRECTOR, DOC_BIRTH]
+
+
+async def test_a_candidate_with_better_support_beats_the_joint_candidate(two_hop_retriever):
+    llm = ScriptedBackend(joint_script(joint_support="partially supported"))
+    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}})
+    assert (await method.answer(TWO_HOP)).answer == "Ridley Scott"
+
+
+async def test_a_default_support_cannot_challenge_the_joint_candidate(two_hop_retriever):
+    # Passage 2's reply has no [IsSup] line: its support is a default, whatever the joint one is.
+    llm = ScriptedBackend(joint_script(director_support="no support", joint_support="no support"))
+    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}})
+    response = await method.answer(TWO_HOP)
+    assert response.answer == "South Shields"
+    assert response.candidates[2].details["defaults_used"] == ["support"]
 
 
 # -- the retrieval decision ---------------------------------------------------------------

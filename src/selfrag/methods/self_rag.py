@@ -36,7 +36,7 @@ from pydantic import Field
 from ..llm.base import chat
 from ..prompts import load_prompt, render
 from ..reflection.parse import RELEVANT
-from ..reflection.select import best_index
+from ..reflection.select import best_index, support_rank
 from ..types import ArchitectureType, Candidate, Document, Question
 from .answer_format import answer_system
 from .answer_shape import malformed
@@ -198,7 +198,7 @@ class SelfRAG(Method):
         if len(keep) < 2:
             return None
         passages = Passages(tuple(d for d, _ in keep), tuple(i for _, i in keep))
-        joint = await self.mode.candidate(question, passages, run)
+        joint = await self.mode.joint(question, passages, run)
         joint.details["joint"] = True
         return joint
 
@@ -220,8 +220,22 @@ class SelfRAG(Method):
             )
         return usable
 
+    def _key(self, candidate: Candidate) -> Any:
+        """The mode's rule; with a joint candidate, a challenger must show better support.
+
+        Small models rate every candidate alike or at random (utility especially), so
+        the answer written from all the evidence stands unless a one-passage candidate
+        has a strictly better support verdict; a support that is only a default (the
+        model wrote none) cannot challenge it.
+        """
+        if not self.config.joint_candidate:
+            return self.mode.key(candidate)
+        defaulted = "support" in candidate.details.get("defaults_used", [])
+        rank = 0 if defaulted else support_rank(candidate.support)
+        return rank, bool(candidate.details.get("joint")), self.mode.key(candidate)
+
     def _select(self, run: Run, candidates: list[Candidate]) -> Candidate | None:
-        index = best_index([self.mode.key(c) for c in candidates])
+        index = best_index([self._key(c) for c in candidates])
         if index is None:
             run.note("select_best", thought=self.mode.rule, action_input="0 usable candidates",
                      observation="No usable candidate; answer over all retrieved passages.")

@@ -16,12 +16,14 @@ how candidates are ranked:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..llm.base import chat
 from ..prompts import load_prompt, render
 from ..reflection.parse import (
+    DEFAULT_SUPPORT,
     RELEVANT,
     Parsed,
     json_objects,
@@ -29,12 +31,13 @@ from ..reflection.parse import (
     parse_combined_critique,
     parse_fused_critique,
     parse_utility,
+    support_label,
 )
 from ..reflection.select import combined_score, separate_key, separate_score
 from ..types import Candidate, Document, Question
 from .answer_format import answer_kind, answer_system
 from .concurrency import gather_in_order
-from .context import format_passage, truncate_to_tokens
+from .context import build_context, format_passage, truncate_to_tokens
 from .text import clean_answer
 from .trace import Run, StepRecord, shorten
 
@@ -82,6 +85,37 @@ class Mode:
 
     async def candidate(self, question: Question, passages: Passages, run: Run) -> Candidate | None:
         raise NotImplementedError
+
+    async def joint(self, question: Question, passages: Passages, run: Run) -> Candidate:
+        """The candidate over several passages: ``vanilla_rag``'s answer prompt, then support and utility."""
+        context, _ = build_context(passages.docs, self.max_context_tokens, self.llm.count_tokens)
+        gen = await run.generate(
+            chat(answer_system(question),
+                 render(load_prompt("answer_with_context"), context=context, question=question.text)),
+            action="generate", thought=f"Answer from {passages.name()} together.", action_input=question.text,
+        )
+        answer = clean_answer(gen.text)
+        gen.details["passage_ids"] = [d.id for d in passages.docs]
+        sup = await run.generate(
+            chat(None, render(load_prompt("self_rag_support"), context=context, question=question.text, answer=answer)),
+            action="assess_support", thought=f"Is the answer from {passages.name()} supported?",
+            action_input=shorten(answer), max_tokens=self.short_tokens,
+        )
+        worded = bool(re.search(r"support", sup.text, re.IGNORECASE))
+        support = support_label(sup.text) if worded else DEFAULT_SUPPORT
+        annotate(sup, "support", Parsed(support, not worded))
+        rating = await run.generate(
+            chat(None, render(load_prompt("self_rag_utility"), question=question.text, answer=answer)),
+            action="rate_utility", thought=f"Rate how useful the answer from {passages.name()} is (1-5).",
+            action_input=shorten(answer), max_tokens=self.short_tokens,
+        )
+        utility = parse_utility(rating.text)
+        annotate(rating, "utility", utility)
+        defaults = (["support"] if not worded else []) + (["utility"] if utility.default else [])
+        return _candidate(
+            answer, passages, relevance=RELEVANT, support=support, utility=utility.value,
+            score=combined_score(utility.value, support, RELEVANT), defaults=defaults,
+        )
 
     async def relevant(self, question: Question, passages: Passages, run: Run) -> bool:
         """A relevance verdict on its own (modes with ``filters_first`` only)."""
@@ -198,6 +232,9 @@ class Separate(Mode):
         )
         step.details["json_mode"] = "backend" if fmt else "extracted from text"
         return step, json_objects(step.text)
+
+    async def joint(self, question: Question, passages: Passages, run: Run) -> Candidate:
+        return await self.candidate(question, passages, run)
 
     async def decide(self, question: Question, run: Run) -> bool:
         step, obj = await self.verdict(

@@ -26,6 +26,11 @@ def combined_score(utility: float, support: str, relevance: str) -> float:
     )
 
 
+def support_rank(support: str) -> int:
+    """3 / 2 / 1 for full / partial / no support in either vocabulary; 0 when unknown."""
+    return SUPPORT_RANK.get(support.replace(" ", "_"), 0)
+
+
 def separate_key(support: str, utility: int) -> tuple[int, int]:
     """The lexicographic key: (support rank 3/2/1, utility); unknown support ranks 0."""
     return SUPPORT_RANK.get(support, 0), int(utility)
