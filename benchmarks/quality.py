@@ -137,14 +137,14 @@ def collect(args: Any) -> dict[str, Any]:
 def write_reports(args: Any) -> Path:
     data = collect(args)
     base = args.out / f"quality_{args.tag}"
-    base.with_suffix(".json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+    base.with_name(base.name + ".json").write_text(json.dumps(data, indent=2), encoding="utf-8")
     text = render(data)
-    png = base.with_suffix(".png")
+    png = base.with_name(base.name + ".png")
     if plot(data["rows"], png, args.tag):
         text = text.rstrip("\n") + f"\n\n![HotpotQA F1 against tokens per question]({png.name})\n"
-    base.with_suffix(".md").write_text(text, encoding="utf-8")
+    base.with_name(base.name + ".md").write_text(text, encoding="utf-8")
     (args.out / "quality.md").write_text(index(args.out), encoding="utf-8")
-    return base.with_suffix(".md")
+    return base.with_name(base.name + ".md")
 
 
 # -- running --------------------------------------------------------------------------------
