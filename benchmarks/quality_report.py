@@ -73,7 +73,7 @@ def decision_section(tag: str, d: dict[str, Any] | None) -> list[str]:
         "",
         "`self_rag`'s adaptive decision (`selfrag.methods.self_rag_decision.decide_retrieval`, "
         f"threshold {', '.join(str(t) for t in d['thresholds']) or 'as configured'}): how often it retrieves on "
-        "the HotpotQA questions (from the `self_rag` HotpotQA run) and how often it skips on the written "
+        "the HotpotQA questions (the decision call alone on the first HotpotQA questions; the `self_rag` pipeline itself retrieves without asking when a question carries its own paragraphs) and how often it skips on the written "
         "questions that need no documents (`benchmarks/data/no_docs_questions.jsonl`: arithmetic, definitions, "
         "greetings, instructions). P(yes) AUC: how well the decision's P(yes) alone ranks the HotpotQA questions "
         "above the no-documents ones (ties count half).",
