@@ -11,10 +11,15 @@ self-reflective methods can drop such a candidate instead of selecting it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from ..reflection.parse import json_objects, split_tagged
 from ..reflection.tokens import ALL_REFLECTION_TOKENS as TOKENS
 from ..types import Question
+from .trace import Run
+
+T = TypeVar("T")
 
 # A question that starts with an auxiliary verb and offers no alternatives ("X or Y")
 # is answered "yes" or "no" (HotpotQA's comparison questions, e.g. "Were A and B ...?").
@@ -118,3 +123,24 @@ def finalize_answer(question: Question, text: str) -> str:
     if answer and is_yes_no(question):
         return yes_no(answer) or answer
     return answer
+
+
+def keep_answers(run: Run, items: Sequence[T], text: Callable[[T], str]) -> list[T]:
+    """The items whose text is an answer; the others are recorded in a ``discard_candidates`` step."""
+    kept: list[T] = []
+    dropped: list[dict[str, object]] = []
+    for n, item in enumerate(items, start=1):
+        reason = malformed(text(item))
+        if reason is None:
+            kept.append(item)
+        else:
+            dropped.append({"candidate": n, "reason": reason, "text": text(item)[:200]})
+    if dropped:
+        run.note(
+            "discard_candidates",
+            thought="A candidate with no answer is never selected.",
+            action_input=f"{len(items)} candidates",
+            observation="; ".join(f"candidate {d['candidate']}: {d['reason']}" for d in dropped),
+            details={"discarded": dropped},
+        )
+    return kept

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..llm.base import chat
+from ..prompts import load_prompt, render
 from ..reflection.tokens import neutralize
-from ..types import Document
+from ..types import Document, Question
+from .answer_format import answer_system
+from .trace import Run, StepRecord
 
 OPEN, CLOSE = "<document", "</document>"
 
@@ -71,3 +75,19 @@ def truncate_to_tokens(text: str, max_tokens: int, count_tokens: Callable[[str],
         else:
             hi = mid - 1
     return " ".join(words[:lo])
+
+
+async def answer_over(
+    run: Run, question: Question, docs: Sequence[Document], max_tokens: int, *, thought: str
+) -> tuple[StepRecord, str, list[Document]]:
+    """``vanilla_rag``'s answer call over ``docs`` joined up to ``max_tokens``.
+
+    Returns the step (its text is the raw answer), the context shown and the
+    documents it includes.
+    """
+    context, used = build_context(docs, max_tokens, run.llm.count_tokens)
+    prompt = render(load_prompt("answer_with_context"), question=question.text, context=context)
+    step = await run.generate(
+        chat(answer_system(question), prompt), action="generate", thought=thought, action_input=question.text
+    )
+    return step, context, used

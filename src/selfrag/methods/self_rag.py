@@ -39,10 +39,10 @@ from ..reflection.parse import RELEVANT
 from ..reflection.select import best_index, support_rank
 from ..types import ArchitectureType, Candidate, Document, Question
 from .answer_format import answer_system
-from .answer_shape import malformed
+from .answer_shape import keep_answers
 from .base import Method, MethodConfig, Outcome
 from .concurrency import gather_in_order
-from .context import build_context
+from .context import answer_over
 from .registry import register
 from .self_rag_decision import DEFAULT_THRESHOLD, Calibration, decide_retrieval, decision_template
 from .self_rag_modes import MODES, Passages
@@ -136,7 +136,7 @@ class SelfRAG(Method):
         joint = await self._joint(question, docs, chains, run)
         if joint is not None:
             candidates = [joint, *candidates]
-        usable = self._usable(run, candidates)
+        usable = keep_answers(run, candidates, lambda c: c.text)
         best = self._select(run, usable)
         answer = best.text if best else await self._over_all(question, docs, run)
         details = self._details(True, len(docs), per_passage, best, docs)
@@ -202,24 +202,6 @@ class SelfRAG(Method):
         joint.details["joint"] = True
         return joint
 
-    def _usable(self, run: Run, candidates: list[Candidate]) -> list[Candidate]:
-        usable, dropped = [], []
-        for n, c in enumerate(candidates, start=1):
-            reason = malformed(c.text)
-            if reason is None:
-                usable.append(c)
-            else:
-                dropped.append({"candidate": n, "reason": reason, "text": c.text[:200]})
-        if dropped:
-            run.note(
-                "discard_candidates",
-                thought="A candidate with no answer is never selected.",
-                action_input=f"{len(candidates)} candidates",
-                observation="; ".join(f"candidate {d['candidate']}: {d['reason']}" for d in dropped),
-                details={"discarded": dropped},
-            )
-        return usable
-
     def _key(self, candidate: Candidate) -> Any:
         """The mode's rule; with a joint candidate, a challenger must show better support.
 
@@ -266,12 +248,9 @@ class SelfRAG(Method):
     async def _over_all(self, question: Question, docs: list[Document], run: Run) -> str:
         if not docs:
             return NO_ANSWER
-        context, _ = build_context(docs, self.config.max_context_tokens, self.llm.count_tokens)
-        step = await run.generate(
-            chat(answer_system(question), render(load_prompt("answer_with_context"), context=context,
-                                                 question=question.text)),
-            action="generate", thought="No usable candidate: answer over all retrieved passages.",
-            action_input=question.text,
+        step, _, _ = await answer_over(
+            run, question, docs, self.config.max_context_tokens,
+            thought="No usable candidate: answer over all retrieved passages.",
         )
         return clean_answer(step.text) or NO_ANSWER
 

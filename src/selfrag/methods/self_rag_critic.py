@@ -16,7 +16,7 @@ from ..reflection import score as S
 from ..reflection.readings import Draft
 from ..types import ArchitectureType, Document, Question
 from .answer_format import answer_format
-from .answer_shape import malformed
+from .answer_shape import keep_answers
 from .base import Method, MethodConfig, Outcome
 from .critique import Critic, CriticConfig, Task
 from .critique import drafts as write_drafts
@@ -97,15 +97,7 @@ class SelfRagCritic(Method):
 
         if retrieved and cfg.joint_candidate:
             drafts = await self._with_joint(critic, run, q, result.documents, drafts + dropped) + drafts
-        usable = [d for d in drafts if malformed(d.text) is None]
-        if len(usable) < len(drafts):
-            run.note(
-                "discard_candidates",
-                thought="A candidate with no answer is never selected.",
-                observation=f"{len(drafts) - len(usable)} of {len(drafts)} candidates had no answer",
-                details={"discarded": [{"reason": malformed(d.text), "text": d.text[:200]}
-                                       for d in drafts if malformed(d.text) is not None]},
-            )
+        usable = keep_answers(run, drafts, lambda d: d.text)
         if not usable:  # write one answer over every retrieved passage (or none)
             docs = list(result.documents) if retrieved else []
             usable = await write_drafts(critic, run, Task(q), [joint_document(docs) if docs else None])

@@ -154,20 +154,15 @@ async def decide_retrieval(
     calibration: Calibration | None = None,
 ) -> Decision:
     """Ask once whether to retrieve; read P(yes) when the backend gives log-probabilities."""
-    llm = run.llm
-    probs_wanted = bool(llm.supports_logprobs)
-    step = await run.generate(
-        chat(SYSTEM, render(template, question=question.text)),
-        action="retrieval_decision",
-        thought="Decide whether retrieval is needed.",
-        action_input=question.text,
-        max_tokens=1 if probs_wanted else max_tokens,
-        top_logprobs=TOP_LOGPROBS if probs_wanted else 0,
-    )
-    gen = step.gen
-    p_yes = None
-    if probs_wanted and gen is not None and gen.logprobs:
-        p_yes = S.p_retrieve(S.group_probs(gen.logprobs[0].top, LABEL_GROUPS["retrieve"]))
+    action, thought = "retrieval_decision", "Decide whether retrieval is needed."
+    if run.llm.supports_logprobs:
+        p_yes, step = await read_p_yes(run, template, question.text, action=action, thought=thought)
+    else:
+        p_yes = None
+        step = await run.generate(
+            chat(SYSTEM, render(template, question=question.text)), action=action, thought=thought,
+            action_input=question.text, max_tokens=max_tokens,
+        )
     if p_yes is not None:
         if not isinstance(threshold, float | int):
             threshold = await (calibration or Calibration()).threshold(run, template)

@@ -37,7 +37,7 @@ from ..reflection.select import combined_score, separate_key, separate_score
 from ..types import Candidate, Document, Question
 from .answer_format import answer_kind, answer_system
 from .concurrency import gather_in_order
-from .context import build_context, format_passage, truncate_to_tokens
+from .context import answer_over, format_passage, truncate_to_tokens
 from .text import clean_answer
 from .trace import Run, StepRecord, shorten
 
@@ -86,13 +86,22 @@ class Mode:
     async def candidate(self, question: Question, passages: Passages, run: Run) -> Candidate | None:
         raise NotImplementedError
 
+    async def rate(self, question: Question, answer: str, passages: Passages, run: Run) -> Parsed:
+        """The 1-5 utility rating of an answer (``prompts/self_rag_utility.txt``)."""
+        rating = await run.generate(
+            chat(None, render(load_prompt("self_rag_utility"), question=question.text, answer=answer)),
+            action="rate_utility", thought=f"Rate how useful the answer from {passages.name()} is (1-5).",
+            action_input=shorten(answer), max_tokens=self.short_tokens,
+        )
+        utility = parse_utility(rating.text)
+        annotate(rating, "utility", utility)
+        return utility
+
     async def joint(self, question: Question, passages: Passages, run: Run) -> Candidate:
         """The candidate over several passages: ``vanilla_rag``'s answer prompt, then support and utility."""
-        context, _ = build_context(passages.docs, self.max_context_tokens, self.llm.count_tokens)
-        gen = await run.generate(
-            chat(answer_system(question),
-                 render(load_prompt("answer_with_context"), context=context, question=question.text)),
-            action="generate", thought=f"Answer from {passages.name()} together.", action_input=question.text,
+        gen, context, _ = await answer_over(
+            run, question, passages.docs, self.max_context_tokens,
+            thought=f"Answer from {passages.name()} together.",
         )
         answer = clean_answer(gen.text)
         gen.details["passage_ids"] = [d.id for d in passages.docs]
@@ -104,13 +113,7 @@ class Mode:
         worded = bool(re.search(r"support", sup.text, re.IGNORECASE))
         support = support_label(sup.text) if worded else DEFAULT_SUPPORT
         annotate(sup, "support", Parsed(support, not worded))
-        rating = await run.generate(
-            chat(None, render(load_prompt("self_rag_utility"), question=question.text, answer=answer)),
-            action="rate_utility", thought=f"Rate how useful the answer from {passages.name()} is (1-5).",
-            action_input=shorten(answer), max_tokens=self.short_tokens,
-        )
-        utility = parse_utility(rating.text)
-        annotate(rating, "utility", utility)
+        utility = await self.rate(question, answer, passages, run)
         defaults = (["support"] if not worded else []) + (["utility"] if utility.default else [])
         return _candidate(
             answer, passages, relevance=RELEVANT, support=support, utility=utility.value,
@@ -163,15 +166,7 @@ class Combined(Mode):
         step.details.update(passage_id=passages.docs[0].id, relevance=critique.relevance, support=critique.support)
         if critique.defaults:
             step.details["defaults_used"] = critique.defaults
-        rating = await run.generate(
-            chat(None, render(load_prompt("self_rag_utility"), question=question.text, answer=answer)),
-            action="rate_utility",
-            thought=f"Rate how useful the answer from {passages.name()} is (1-5).",
-            action_input=shorten(answer),
-            max_tokens=self.short_tokens,
-        )
-        utility = parse_utility(rating.text)
-        annotate(rating, "utility", utility)
+        utility = await self.rate(question, answer, passages, run)
         return _candidate(
             answer, passages, relevance=critique.relevance, support=critique.support, utility=utility.value,
             score=combined_score(utility.value, critique.support, critique.relevance),

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ..llm.base import chat
-from ..prompts import load_prompt, render
 from ..types import ArchitectureType, Question
-from .answer_format import answer_system
 from .base import Method, MethodConfig, Outcome
-from .context import build_context
+from .context import answer_over
 from .registry import register
 from .text import clean_answer
 from .trace import Run
@@ -30,13 +27,10 @@ class VanillaRAG(Method):
 
     async def _answer(self, question: Question, run: Run) -> Outcome:
         result = await run.retrieve(question.text, self.config.top_k, thought="Retrieve passages for the question.")
-        context, used = build_context(result.documents, self.config.max_context_tokens, self.llm.count_tokens)
-        prompt = render(load_prompt("answer_with_context"), question=question.text, context=context)
-        step = await run.generate(
-            chat(answer_system(question), prompt),
-            action="generate",
-            thought=f"Answer from {len(used)} passages.",
-            action_input=question.text,
+        step, _, used = await answer_over(
+            run, question, result.documents, self.config.max_context_tokens,
+            thought="Answer from the retrieved passages.",
         )
+        step.thought = f"Answer from {len(used)} passages."
         step.details["passages_in_context"] = [d.id for d in used]
         return Outcome(answer=clean_answer(step.text), retrieval_needed=True)
