@@ -165,6 +165,11 @@ class RAGResponse:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     details: dict[str, Any] = field(default_factory=dict)
+    # The passages the method claims support its answer (a subset of the
+    # retrieved ones; the rule per method is in docs/methods.md).
+    citations: tuple[Document, ...] = ()
+    # True when the method declined to answer ("insufficient evidence").
+    abstained: bool = False
 
     @property
     def sources(self) -> list[Document]:

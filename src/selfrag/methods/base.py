@@ -43,6 +43,9 @@ class Outcome:
     retrieval_needed: bool = False
     candidates: Sequence[Candidate] = ()
     details: dict[str, Any] = field(default_factory=dict)
+    # None: cite every passage the method retrieved.
+    citations: Sequence[Document] | None = None
+    abstained: bool = False
 
 
 def as_question(question: Question | str) -> Question:
@@ -184,7 +187,21 @@ class Method(ABC):
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             details=details,
+            citations=self._citations(run, outcome),
+            abstained=outcome.abstained,
         )
+
+    @staticmethod
+    def _citations(run: Run, outcome: Outcome) -> tuple[Document, ...]:
+        if outcome.abstained:
+            return ()
+        if outcome.citations is not None:
+            return tuple(outcome.citations)
+        seen: dict[str, Document] = {}
+        for result in run.retrievals:
+            for doc in result.documents:
+                seen.setdefault(doc.id, doc)
+        return tuple(seen.values())
 
     @abstractmethod
     async def _answer(self, question: Question, run: Run) -> Outcome: ...
