@@ -16,7 +16,7 @@ from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.methods.answer_format import answer_format
 from selfrag.methods.answer_shape import finalize_answer, is_yes_no, malformed, yes_no
-from selfrag.methods.self_rag_decision import ANCHORS_RETRIEVE, ANCHORS_SKIP
+from selfrag.methods.self_rag_decision import ANCHORS_RETRIEVE, ANCHORS_SKIP, names_something
 from selfrag.types import Document, Question, RetrievalResult
 
 DECISION = "checked in reference documents"
@@ -173,20 +173,47 @@ async def test_an_always_no_model_is_read_from_p_yes_against_a_calibrated_thresh
     assert arithmetic.num_llm_calls == 2
 
 
-async def test_anchors_that_do_not_separate_mean_retrieve_always(two_hop_retriever):
-    """A model whose P(yes) is the same for both kinds of anchor cannot decide: retrieve."""
+async def test_anchors_that_do_not_separate_hand_the_decision_to_the_lexical_rule(two_hop_retriever):
+    """A model whose P(yes) is the same for both kinds of anchor cannot decide: a question
+    that names something retrieves, whatever its P(yes); one that names nothing does not."""
     values = (0.30, 0.40, 0.35, 0.33, 0.37, 0.36)
     script = {a: probs(p) for a, p in zip(ANCHORS_RETRIEVE, values, strict=True)}
     script |= {a: probs(p) for a, p in zip(ANCHORS_SKIP, reversed(values), strict=True)}
     script[TWO_HOP.text + "\n\nDoes answering"] = probs(0.05)
+    script["What is 2 plus 2?\n\nDoes answering"] = probs(0.95)
     script |= {"Answer the question using": "South Shields\n[IsRel] relevant\n[IsSup] fully supported",
-               "Rating": "5"}
+               "Rating": "5", "Question: What is 2 plus 2?": "4"}
     method = create_method("self_rag", ScriptedBackend(script), two_hop_retriever,
                            {"self_rag": {"joint_candidate": False}})
     response = await method.answer(TWO_HOP)
     calibrated = [s for s in response.reasoning_chain if s.action == "calibrate_decision"][-1]
-    assert calibrated.details["threshold"] == 0.0 and "do not separate" in calibrated.observation
+    assert "do not separate" in calibrated.observation
+    decision = next(s for s in response.reasoning_chain if s.action == "retrieval_decision")
+    assert decision.details["decision_source"] == "names" and decision.details["p_yes"] == pytest.approx(0.05)
     assert response.retrieval_needed is True and response.answer == "South Shields"
+
+    arithmetic = await method.answer(Question(id="a", text="What is 2 plus 2?"))
+    assert arithmetic.retrieval_needed is False and arithmetic.answer == "4"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Who discovered Uranus?", True),
+        ("Which university did the director of Inception attend?", True),
+        ("D1NZ is a series based on what oversteering technique?", True),
+        ("Suicide's 1977 album features which song?", True),
+        ("Which cyclone had a film made about it in 2007?", True),
+        ("Translate 'good morning' into Spanish.", True),
+        ("What is 1000 minus 387?", False),
+        ("What does the word 'generous' mean?", False),
+        ("Hello, how are you today? I am fine.", False),
+        ("Write a short poem about the sea.", False),
+        ("Can I ask you something?", False),
+    ],
+)
+def test_names_something(text, expected):
+    assert names_something(text) is expected
 
 
 async def test_a_fixed_threshold_skips_the_calibration(two_hop_retriever):

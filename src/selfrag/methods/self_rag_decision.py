@@ -13,6 +13,7 @@ docs/methods.md); otherwise the written yes/no is used.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from ..errors import ConfigError
@@ -39,8 +40,14 @@ TOP_LOGPROBS = 20
 DEFAULT_THRESHOLD = "auto"
 FALLBACK_THRESHOLD = 0.5
 # Below this separation of the anchor groups (difference of means over the pooled standard
-# deviation) the decision is not trusted and every question retrieves.
+# deviation) the model's P(yes) is not trusted and the lexical rule below decides instead.
 MIN_SEPARATION = 1.5
+# A capitalised word that is not the first of its sentence: the question names something.
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'’-]*")
+_PRONOUNS = {"I", "I'm", "I've", "I'd", "I'll"}
+# An opening word is a name only by its shape (D1NZ, McCartney, Suicide's), and a year names a time.
+_NAMED_OPENING = re.compile(r"^(?:[A-Z]\w*[A-Z0-9]\w*|[A-Z]\w*['’]s)\b")
+_YEAR = re.compile(r"\b(?:1[5-9]\d\d|20\d\d)s?\b")
 ANCHORS_RETRIEVE = (
     "Who was the first president of the football club founded in Barcelona in 1899?",
     "In what year did the architect of the Sydney Opera House die?",
@@ -91,11 +98,27 @@ def _var(values: list[float]) -> float:
     return sum((v - m) ** 2 for v in values) / (len(values) - 1) if m is not None and len(values) > 1 else 0.0
 
 
+def names_something(text: str) -> bool:
+    """True when the text names a specific person, place, work or organisation.
+
+    The fallback decision for a model whose P(yes) cannot tell a question about
+    the world from arithmetic or small talk: a capitalised word that does not
+    open a sentence ("Uranus", "Berlin Philharmonic", "Spanish"), an opening
+    word shaped like a name ("D1NZ", "Suicide's") or a year is the mark of a
+    question about specific things. It is a lexical rule, not understanding:
+    "who discovered the planet closest to the sun?" names nothing and skips.
+    """
+    stripped = text.strip()
+    if _NAMED_OPENING.match(stripped) or _YEAR.search(stripped):
+        return True
+    return any(m.group(0) not in _PRONOUNS for m in _NAME.finditer(stripped))
+
+
 @dataclass(frozen=True)
 class Decision:
     needed: bool
     p_yes: float | None  # None: read from the text
-    source: str  # "label_probs" or "text"
+    source: str  # "label_probs", "text" or "names" (the lexical fallback)
 
 
 async def read_p_yes(run: Run, template: str, text: str, *, action: str, thought: str) -> tuple[float | None, StepRecord]:
@@ -115,6 +138,8 @@ class Calibration:
 
     def __init__(self) -> None:
         self.value: float | None = None
+        # True when the anchors did not separate: the lexical rule decides instead of P(yes).
+        self.untrusted = False
 
     async def threshold(self, run: Run, template: str) -> float:
         if self.value is not None:
@@ -133,9 +158,11 @@ class Calibration:
         if hi is None or lo is None:
             self.value, why = FALLBACK_THRESHOLD, "no probabilities for the anchors"
         elif separation is None or separation < MIN_SEPARATION:
-            # The model cannot tell the two kinds apart: retrieving for every question is the
-            # safe default (a needless retrieval costs calls, a missing one costs the answer).
-            self.value, why = 0.0, f"the anchors do not separate (d'={separation or 0:.2f} < {MIN_SEPARATION}): retrieve always"
+            # The model cannot tell the two kinds apart; its P(yes) is noise, so a lexical
+            # rule decides (names_something). The threshold is kept for the record only.
+            self.value, self.untrusted = (hi + lo) / 2, True
+            why = (f"the anchors do not separate (d'={separation or 0:.2f} < {MIN_SEPARATION}): "
+                   "retrieve when the question names something")
         else:
             self.value, why = (hi + lo) / 2, f"halfway between the anchor means (d'={separation:.2f})"
         run.note(
@@ -163,14 +190,21 @@ async def decide_retrieval(
             chat(SYSTEM, render(template, question=question.text)), action=action, thought=thought,
             action_input=question.text, max_tokens=max_tokens,
         )
-    if p_yes is not None:
-        if not isinstance(threshold, float | int):
-            threshold = await (calibration or Calibration()).threshold(run, template)
-        decision = Decision(p_yes >= threshold, p_yes, "label_probs")
-        how = f"P(yes)={p_yes:.3f} {'>=' if decision.needed else '<'} threshold {threshold:g}"
-    else:
+    untrusted = False
+    if p_yes is not None and not isinstance(threshold, float | int):
+        calibration = calibration or Calibration()
+        threshold = await calibration.threshold(run, template)
+        untrusted = calibration.untrusted
+    if p_yes is None:
         decision = Decision(parse_retrieval_decision(step.text), None, "text")
         how = f"model said {shorten(step.text, 60)!r}"
+    elif untrusted:
+        decision = Decision(names_something(question.text), p_yes, "names")
+        how = (f"P(yes)={p_yes:.3f} is not trusted for this model; the question "
+               f"{'names something' if decision.needed else 'names nothing'} specific")
+    else:
+        decision = Decision(p_yes >= threshold, p_yes, "label_probs")
+        how = f"P(yes)={p_yes:.3f} {'>=' if decision.needed else '<'} threshold {threshold:g}"
     step.observation = f"retrieval needed: {'yes' if decision.needed else 'no'} ({how})"
     step.details.update(
         retrieval_needed=decision.needed, decision_source=decision.source,
