@@ -82,6 +82,7 @@ def test_config_schema_lists_keys_and_defaults():
         "retrieval_mode": "adaptive",
         "retrieval_threshold": DEFAULT_THRESHOLD,
         "joint_candidate": True,
+        "joint_passages": 3,
         "retrieve_own_evidence": True,
     }
     assert not any(required for _, required, _ in schema.values())

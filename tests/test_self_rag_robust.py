@@ -127,12 +127,18 @@ async def test_the_joint_candidate_reads_every_passage_not_judged_irrelevant(two
     assert DOC_DIRECTOR in joint_prompt and DOC_BIRTH in joint_prompt
     assert DOC_OTHER not in joint_prompt  # judged irrelevant
     assert response.details["context_used"] == [DOC_DIRECTOR, DOC_BIRTH]
+    # Issue 17: the answer cites the passages of the selected candidate, not all three.
+    assert [d.text for d in response.citations] == [DOC_DIRECTOR, DOC_BIRTH]
+    ranked = next(s for s in response.reasoning_chain if s.action == "rank_evidence")
+    assert [p["kept"] for p in ranked.details["passages"]] == [True, True, False]
 
 
 async def test_a_candidate_with_better_support_beats_the_joint_candidate(two_hop_retriever):
     llm = ScriptedBackend(joint_script(joint_support="partially supported"))
     method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}})
-    assert (await method.answer(TWO_HOP)).answer == "Ridley Scott"
+    response = await method.answer(TWO_HOP)
+    assert response.answer == "Ridley Scott"
+    assert [d.text for d in response.citations] == [DOC_DIRECTOR]
 
 
 async def test_a_default_support_cannot_challenge_the_joint_candidate(two_hop_retriever):

@@ -9,19 +9,10 @@ and yes/no/maybe accuracy first extract the chosen option from free text.
 from __future__ import annotations
 
 import re
-import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = set(string.punctuation)
-
-
-def normalize_answer(text: str) -> str:
-    text = text.lower()
-    text = "".join(ch for ch in text if ch not in _PUNCT)
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
+from ..normalize import normalize_answer
 
 
 def exact_match(prediction: str, gold: str) -> float:

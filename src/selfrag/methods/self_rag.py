@@ -15,9 +15,10 @@ Around the mode, the pipeline is the same:
    (``separate``: every passage judged relevant). Chains of different
    passages run concurrently and are joined back in passage order.
 3. **The joint candidate** (``joint_candidate: true``, the default): one more
-   candidate written over every retrieved passage not judged irrelevant, so
-   a question that needs two passages can be answered; it is listed first,
-   so it wins ties.
+   candidate written over the ``joint_passages`` passages with the best
+   fused relevance (the mode's verdict and lexical evidence,
+   :mod:`.self_rag_evidence`), so a question that needs two passages can be
+   answered; it is listed first, so it wins ties.
 4. **No answer is never selected.** A candidate whose answer is empty, a
    reflection label, JSON or prompt text is discarded (and recorded); when
    none is left, one answer is written over all retrieved passages.
@@ -45,6 +46,7 @@ from .concurrency import gather_in_order
 from .context import answer_over
 from .registry import register
 from .self_rag_decision import DEFAULT_THRESHOLD, Calibration, decide_retrieval, decision_template
+from .self_rag_evidence import rank_evidence, verdicts
 from .self_rag_modes import MODES, Passages
 from .text import clean_answer
 from .trace import Run
@@ -67,11 +69,24 @@ class SelfRAGConfig(MethodConfig):
     # Adaptive decision on a backend with log-probabilities: retrieve when P(yes) >= this;
     # "auto": measured once per backend on written anchor questions (self_rag_decision.py).
     retrieval_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["auto"] = DEFAULT_THRESHOLD
-    # One more candidate written over every passage not judged irrelevant.
+    # One more candidate written over the passages with the best fused relevance
+    # (the mode's verdict and lexical evidence: self_rag_evidence.py), at most this many.
     joint_candidate: bool = True
+    joint_passages: int = Field(3, ge=2)
     # adaptive, and the question came with its own documents (a dataset's contexts):
     # retrieve without asking, since whoever asked supplied the evidence.
     retrieve_own_evidence: bool = True
+
+
+def cited_passages(best: Candidate | None, docs: list[Document]) -> list[Document] | None:
+    """The selected candidate's passages (None: no candidate, so every retrieved passage)."""
+    if best is None:
+        return None
+    indices = best.details.get("passage_indices") or []
+    cited = [docs[i - 1] for i in indices if 0 < i <= len(docs)]
+    if not cited and best.passage is not None:
+        cited = [best.passage]
+    return cited or None
 
 
 def _candidate_row(c: Candidate) -> dict[str, Any]:
@@ -133,7 +148,7 @@ class SelfRAG(Method):
             return Outcome(answer=answer, retrieval_needed=True, details=self._details(True, len(docs), [], None))
 
         per_passage = list(candidates)
-        joint = await self._joint(question, docs, chains, run)
+        joint = await self._joint(question, docs, result.scores, chains, run)
         if joint is not None:
             candidates = [joint, *candidates]
         usable = keep_answers(run, candidates, lambda c: c.text)
@@ -141,7 +156,8 @@ class SelfRAG(Method):
         answer = best.text if best else await self._over_all(question, docs, run)
         details = self._details(True, len(docs), per_passage, best, docs)
         details["all_candidates"] = [_candidate_row(c) for c in candidates]
-        return Outcome(answer=answer, retrieval_needed=True, candidates=candidates, details=details)
+        return Outcome(answer=answer, retrieval_needed=True, candidates=candidates, details=details,
+                       citations=cited_passages(best, docs))
 
     # -- steps -------------------------------------------------------------------
     async def _decide(self, question: Question, run: Run) -> bool:
@@ -181,23 +197,12 @@ class SelfRAG(Method):
         return await self.mode.candidate(question, passages, run)
 
     async def _joint(
-        self, question: Question, docs: list[Document], chains: list[Candidate | None], run: Run
+        self, question: Question, docs: list[Document], scores: Any, chains: list[Candidate | None], run: Run
     ) -> Candidate | None:
-        """The candidate over every passage not judged irrelevant (None when that is one passage)."""
-        if not self.config.joint_candidate:
+        """The candidate over the passages with the best fused relevance (None with fewer than 2)."""
+        if not self.config.joint_candidate or len(docs) < 2:
             return None
-        keep = []
-        for i, doc in enumerate(docs, start=1):
-            judged = i <= len(chains)
-            candidate = chains[i - 1] if judged else None
-            if judged and (candidate is None or candidate.relevance != RELEVANT):
-                continue
-            keep.append((doc, i))
-        if not keep:  # every judged passage irrelevant: the joint candidate reads them all
-            keep = list(zip(docs, range(1, len(docs) + 1), strict=True))
-        if len(keep) < 2:
-            return None
-        passages = Passages(tuple(d for d, _ in keep), tuple(i for _, i in keep))
+        passages = rank_evidence(run, question.text, docs, scores, verdicts(len(docs), chains), self.config.joint_passages)
         joint = await self.mode.joint(question, passages, run)
         joint.details["joint"] = True
         return joint
