@@ -120,7 +120,10 @@ def test_question_metrics_hotpotqa_style_with_recall():
                  metadata={"supporting_titles": ["Shirley Temple", "Kiss and Tell"]})
     docs = [Document(id="Shirley Temple", title="Shirley Temple", text="."), Document(id="x", title="Other", text=".")]
     m = question_metrics(q, _response("Chief of Protocol", docs), top_k=5)
-    assert m == {"em": 1.0, "f1": 1.0, "match": 1.0, "retrieval_recall@5": 0.5}
+    # Nothing cited (the response has no citations): evidence 0, as in the official script.
+    assert m == {"em": 1.0, "f1": 1.0, "match": 1.0, "retrieval_recall@5": 0.5, "abstention": 0.0,
+                 "answered_accuracy": 1.0, "truthfulness": 1.0, "evidence_precision": 0.0, "evidence_recall": 0.0,
+                 "evidence_f1": 0.0, "joint_f1": 0.0, "answer_in_citations": 0.0}
     # no retrieval -> no recall entry (it is measured only where the method retrieved)
     assert "retrieval_recall@5" not in question_metrics(q, _response("x"), top_k=5)
 
@@ -128,7 +131,9 @@ def test_question_metrics_hotpotqa_style_with_recall():
 def test_question_metrics_multiple_choice_and_yes_no():
     mc = Question(id="1", text="?", answers=("B", FACIAL[1]), type="multiple_choice", choices=tuple(FACIAL))
     assert question_metrics(mc, _response("The answer is B"), 5)["accuracy"] == 1.0
-    assert question_metrics(mc, _response(FACIAL[1]), 5) == {"em": 1.0, "f1": 1.0, "match": 1.0, "accuracy": 1.0}
+    assert question_metrics(mc, _response(FACIAL[1]), 5) == {
+        "em": 1.0, "f1": 1.0, "match": 1.0, "accuracy": 1.0,
+        "abstention": 0.0, "answered_accuracy": 1.0, "truthfulness": 1.0, "answer_in_citations": 0.0}
     assert question_metrics(mc, _response("A"), 5)["accuracy"] == 0.0
     yn = Question(id="2", text="?", answers=("maybe",), type="yes_no", choices=("yes", "no", "maybe"))
     assert question_metrics(yn, _response("Maybe, the data are mixed."), 5)["accuracy"] == 1.0

@@ -25,16 +25,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from . import defaults
 from .defaults import Inherited, inherit
 from .errors import ConfigError
 from .methods.augmentations import AugmentationsConfig
-from .redaction import REDACTED, redact_secrets
+from .redaction import redact
 from .validation import StrictModel, describe_error, parse_model
-
-SECRET_MARKERS = ("api_key", "apikey", "secret", "password", "access_token", "authorization")
 
 
 class ExperimentSection(StrictModel):
@@ -86,6 +84,8 @@ class RetrievalSection(StrictModel):
 
 # The dataset names a config may give; selfrag.eval.datasets has one loader for each.
 DATASETS = ("hotpotqa", "pubmedqa", "mmlu_evidence", "jsonl", "demo")
+# Datasets whose questions can name their gold paragraphs (data.remove_gold).
+GOLD_DATASETS = ("hotpotqa", "jsonl")
 
 
 class DataSection(StrictModel):
@@ -104,12 +104,33 @@ class DataSection(StrictModel):
     split: str | None = None  # pubmedqa: test/train; mmlu_evidence: subjects, comma-separated
     subset_size: int | None = Field(None, ge=1)  # None: every question; N: the first N
     skip_invalid: bool = False  # skip (and count) malformed records instead of failing
+    # The unanswerable control: drop each question's gold supporting paragraphs (true), or do it
+    # for a share of the questions picked by a hash of their id (0.5); docs/evaluation.md.
+    remove_gold: bool | float = False
 
     @field_validator("dataset")
     @classmethod
     def _known_dataset(cls, value: str) -> str:
         if value not in DATASETS:
             raise ValueError(f"unknown dataset; use one of: {', '.join(DATASETS)}")
+        return value
+
+    @field_validator("remove_gold", mode="before")
+    @classmethod
+    def _bool_or_share(cls, value: Any) -> Any:
+        if not isinstance(value, (bool, int, float)):
+            raise ValueError("use true, false, or the share of questions to remove it from (0 to 1)")
+        return value
+
+    @field_validator("remove_gold")
+    @classmethod
+    def _gold_to_remove(cls, value: bool | float, info: ValidationInfo) -> bool | float:
+        if not 0 <= value <= 1:
+            raise ValueError("use true, false, or the share of questions to remove it from (0 to 1)")
+        dataset = info.data.get("dataset")
+        if value and dataset in DATASETS and dataset not in GOLD_DATASETS:
+            raise ValueError(f"dataset {dataset} has no gold paragraphs to remove; it works with "
+                             "hotpotqa (and jsonl with supporting_titles)")
         return value
 
 
@@ -344,24 +365,6 @@ def load_config(
         data = deep_merge(data, loaded)
     data = apply_overrides(data, overrides, sources)
     return validate(data, sources)
-
-
-def _is_secret_key(key: Any) -> bool:
-    # A key ending in _env holds the *name* of an environment variable, not its value.
-    if not isinstance(key, str) or key.lower().endswith("_env"):
-        return False
-    return any(m in key.lower() for m in SECRET_MARKERS)
-
-
-def redact(data: Any) -> Any:
-    """A copy with secret-looking keys' values and URL credentials replaced by ``***``."""
-    if isinstance(data, Mapping):
-        return {k: (REDACTED if _is_secret_key(k) and v else redact(v)) for k, v in data.items()}
-    if isinstance(data, list):
-        return [redact(v) for v in data]
-    if isinstance(data, str):
-        return redact_secrets(data)
-    return data
 
 
 # Config keys that hold file-system paths, resolved against the working directory.

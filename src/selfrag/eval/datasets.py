@@ -12,7 +12,9 @@
 
 Relative paths are resolved against the working directory. A malformed record
 fails with its file and line, unless ``data.skip_invalid`` is set, in which
-case it is skipped and counted in ``Dataset.skipped``.
+case it is skipped and counted in ``Dataset.skipped``. ``data.remove_gold``
+(the unanswerable control) is applied to the whole file before
+``subset_size`` cuts it (:mod:`.unanswerable`).
 """
 
 from __future__ import annotations
@@ -136,6 +138,10 @@ def load_dataset(data, *, limit: int | None = None) -> Dataset:
         if q.id in seen:
             raise DataError(f"{path}: question id {q.id!r} occurs twice; ids must be unique to resume runs")
         seen.add(q.id)
+    if data.remove_gold:
+        from .unanswerable import remove_gold
+
+        questions = remove_gold(questions, float(data.remove_gold), str(path or data.dataset))
     sizes = [n for n in (data.subset_size, limit) if n is not None]
     if sizes:
         questions = questions[: min(sizes)]

@@ -3,7 +3,9 @@
 Aggregates are recomputed from ``predictions.jsonl`` (the source of truth, so
 an interrupted run reads correctly too; each question counts once) and
 sessions, wall time, cache counts and spending from ``ledger.jsonl``; run
-facts (method, model) come from ``summary.json``.
+facts (method, model) come from ``summary.json``. A run with unanswerable
+questions (``data.remove_gold``) is shown answerable vs unanswerable side by
+side (:func:`answerability_table`, :func:`grounding_rows`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import require
+from .evidence import ABSTENTION_METRICS, EVIDENCE_METRICS
 from .ledger import LEDGER_FILE, account, read_ledger
 from .results import (
     PREDICTIONS_FILE,
@@ -109,6 +112,8 @@ def summary_table(s: dict[str, Any]) -> str:
         ("questions", f"{s.get('n_answered', 0)} answered, {s.get('n_errors', 0)} errors, "
                       f"of {s.get('n_questions', '?')}" + _status_note(s)),
     ]
+    if s.get("by_answerable"):
+        rows.append(("answerable", _answerable_note(s["by_answerable"])))
     for key, value in (s.get("metrics") or {}).items():
         count = (s.get("metric_counts") or {}).get(key)
         suffix = f"  (over {count})" if count is not None and count != s.get("n_answered") else ""
@@ -136,6 +141,12 @@ def summary_table(s: dict[str, Any]) -> str:
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
+def _answerable_note(groups: dict[str, Any]) -> str:
+    unanswerable = (groups.get("unanswerable") or {}).get("n", 0)
+    total = sum(g.get("n", 0) for g in groups.values())
+    return f"{total - unanswerable} answerable, {unanswerable} unanswerable (gold paragraphs removed)"
+
+
 def _status_note(s: dict[str, Any]) -> str:
     status = s.get("status") or ("complete" if s.get("complete", True) else "incomplete")
     return "" if status == "complete" else f" ({status})"
@@ -157,10 +168,53 @@ def breakdown_tables(s: dict[str, Any]) -> str:
     return "\n\n".join(blocks)
 
 
+SPLITS = ("answerable", "unanswerable")
+
+
+def answerability_table(s: dict[str, Any]) -> str:
+    """Answerable vs unanswerable questions side by side, one metric per row ("" unless the run has both)."""
+    groups = s.get("by_answerable") or {}
+    if not all(label in groups for label in SPLITS):
+        return ""
+    metrics = list(dict.fromkeys(k for label in SPLITS for k in groups[label] if k != "n"))
+    rows = [["n", *[groups[label]["n"] for label in SPLITS]]]
+    rows += [[m, *[groups[label].get(m) for label in SPLITS]] for m in metrics]
+    return "Answerable vs unanswerable (gold paragraphs removed):\n" + format_table(["metric", *SPLITS], rows)
+
+
 # -- comparing runs -------------------------------------------------------------------
 
 COMPARE_HEADERS = ("run", "method", "retriever", "model", "n", "EM", "F1", "accuracy",
                    "$/question", "calls/question", "p50 latency s")
+
+
+GROUNDING_HEADERS = ("run", "method", "questions", "n", "F1", "abstain", "answered acc", "truthful",
+                     "evidence F1", "joint F1", "answer cited")
+GROUNDING_KEYS = ("f1", "abstention", "answered_accuracy", "truthfulness", "evidence_f1", "joint_f1",
+                  "answer_in_citations")
+
+
+def questions_label(s: dict[str, Any]) -> str:
+    """``answerable``, ``unanswerable`` or ``mixed``: which questions a run asked."""
+    present = [label for label in SPLITS if label in (s.get("by_answerable") or {})]
+    return "mixed" if len(present) == 2 else (present[0] if present else "answerable")
+
+
+def grounding_rows(s: dict[str, Any]) -> list[dict[str, Any]]:
+    """A run's evidence and abstention numbers: one row, or one per split for a mixed run."""
+    groups = s.get("by_answerable") or {}
+    base = {"run": s.get("run_id"), "method": s.get("method")}
+    if questions_label(s) == "mixed":
+        return [{**base, "questions": label, "n": groups[label]["n"],
+                 **{k: groups[label].get(k) for k in GROUNDING_KEYS}} for label in SPLITS]
+    metrics = s.get("metrics") or {}
+    return [{**base, "questions": questions_label(s), "n": s.get("n_answered", 0),
+             **{k: metrics.get(k) for k in GROUNDING_KEYS}}]
+
+
+def grounding_table(rows: Sequence[dict[str, Any]]) -> str:
+    keys = ("run", "method", "questions", "n", *GROUNDING_KEYS)
+    return format_table(GROUNDING_HEADERS, [[r[k] for k in keys] for r in rows])
 
 
 def compare_row(s: dict[str, Any]) -> dict[str, Any]:
@@ -178,6 +232,9 @@ def compare_row(s: dict[str, Any]) -> dict[str, Any]:
         "cost_per_question": (s.get("cost_usd") or {}).get("per_question"),
         "calls_per_question": (s.get("llm_calls") or {}).get("per_question"),
         "p50_latency_s": p50 / 1000 if p50 is not None else None,
+        "questions": questions_label(s),
+        **{k: metrics.get(k) for k in (*ABSTENTION_METRICS, *EVIDENCE_METRICS)},
+        "by_answerable": s.get("by_answerable") or {},
     }
 
 

@@ -6,6 +6,11 @@ question completes, so a killed run loses at most the line being written. On
 resume :func:`repair_predictions` cuts a torn last line and drops error lines
 (those questions are answered again; their finished LLM calls come from the
 cache). Readers take one record per question id (:func:`unique_records`).
+
+A record keeps the passages the method cited (``citations``: id and title,
+like ``sources``) and whether it abstained. Records written before those
+fields existed read as "no citation information" (:func:`record_citations`
+gives None) and "did not abstain" (:func:`record_abstained`).
 """
 
 from __future__ import annotations
@@ -98,6 +103,8 @@ def _question_fields(question: Question) -> dict[str, Any]:
     }
     if question.metadata.get("subject"):
         fields["subject"] = question.metadata["subject"]
+    if "answerable" in question.metadata:  # set by data.remove_gold
+        fields["answerable"] = bool(question.metadata["answerable"])
     return fields
 
 
@@ -112,6 +119,8 @@ def prediction_record(
         "method": response.architecture,
         "model": response.model,
         "sources": [{"id": d.id, "title": d.title} for d in response.sources],
+        "citations": [{"id": d.id, "title": d.title} for d in response.citations],
+        "abstained": response.abstained,
         "reasoning_chain": to_jsonable(list(response.reasoning_chain)),
         "candidates": to_jsonable(list(response.candidates)),
         "details": to_jsonable(response.details),
@@ -126,6 +135,17 @@ def error_record(question: Question, exc: BaseException, latency_ms: float) -> d
         "metrics": {},
         "accounting": {"latency_ms": round(latency_ms, 3)},
     }
+
+
+def record_citations(record: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The passages a record cites (``id``, ``title``); None for a record from before citations."""
+    cited = record.get("citations")
+    return list(cited) if isinstance(cited, list) else None
+
+
+def record_abstained(record: dict[str, Any]) -> bool:
+    """Whether the method abstained; a record from before abstention did not."""
+    return record.get("abstained") is True
 
 
 class PredictionWriter:

@@ -1,6 +1,9 @@
 """Scoring one answered question: its metrics and its accounting.
 
-Runs after the method has answered; methods never see gold answers.
+Runs after the method has answered; methods never see gold answers. Answer
+metrics come from :mod:`.metrics`, evidence and abstention metrics from
+:mod:`.evidence`. A question made unanswerable (``data.remove_gold``) has no
+gold paragraph left, so it gets no retrieval recall and no evidence metrics.
 """
 
 from __future__ import annotations
@@ -9,10 +12,13 @@ from typing import Any
 
 from ..types import Question, QuestionType, RAGResponse
 from .choices import LETTERS, YES_NO_MAYBE
+from .evidence import abstention_scores, answer_in_passages, evidence_scores, joint_f1
 from .metrics import (
     best_over,
     choice_accuracy,
     exact_match,
+    extract_choice,
+    f1_parts,
     f1_score,
     label_accuracy,
     match,
@@ -48,8 +54,19 @@ def retrieved_titles(response: RAGResponse) -> list[str]:
     return [doc.title or doc.id for result in response.retrieved_docs for doc in result.documents]
 
 
+def cited_titles(response: RAGResponse) -> list[str]:
+    return [doc.title or doc.id for doc in response.citations]
+
+
+def gold_titles(question: Question) -> list[str]:
+    """The question's gold supporting titles; none once they were removed (``answerable`` false)."""
+    if question.metadata.get("answerable") is False:
+        return []
+    return list(question.metadata.get("supporting_titles") or [])
+
+
 def question_metrics(question: Question, response: RAGResponse, top_k: int) -> dict[str, float]:
-    """em, f1, match (best over gold aliases), accuracy and retrieval recall where they apply.
+    """Answer metrics (em, f1, match, accuracy), retrieval recall, evidence and abstention metrics.
 
     ``retrieval_recall@k`` is the share of the question's gold titles among the
     passages retrieved (all retrieval calls together); it is left out when the
@@ -65,11 +82,48 @@ def question_metrics(question: Question, response: RAGResponse, top_k: int) -> d
     acc = accuracy(question, prediction)
     if acc is not None:
         out["accuracy"] = acc
-    gold_titles = question.metadata.get("supporting_titles") or []
-    if gold_titles and response.num_retrieval_calls:
-        recall = retrieval_recall(retrieved_titles(response), gold_titles)
+    gold = gold_titles(question)
+    if gold and response.num_retrieval_calls:
+        recall = retrieval_recall(retrieved_titles(response), gold)
         if recall is not None:
             out[recall_key(top_k)] = recall
+    out.update(grounding_metrics(question, response, out))
+    return out
+
+
+def _checkable_answer(question: Question, prediction: str) -> str | None:
+    """The text to look for in the cited passages: a chosen option's text; no label answer."""
+    if question.type == QuestionType.YES_NO.value:
+        return None
+    if question.choices:
+        index = extract_choice(prediction, question.choices)
+        return question.choices[index] if index is not None else None
+    return prediction
+
+
+def grounding_metrics(question: Question, response: RAGResponse, answer: dict[str, float]) -> dict[str, float]:
+    """Abstention metrics for every answer; evidence metrics for an answer that was given.
+
+    ``answer`` holds the question's answer metrics (the correctness test reads them).
+    """
+    out = abstention_scores(response.abstained, answer)
+    if response.abstained:
+        return out
+    evidence = evidence_scores(cited_titles(response), gold_titles(question))
+    if evidence is not None:
+        _, precision, recall = max((f1_parts(response.answer, g) for g in question.answers), default=(0.0,) * 3)
+        out.update(
+            evidence_precision=evidence.precision,
+            evidence_recall=evidence.recall,
+            evidence_f1=evidence.f1,
+            joint_f1=joint_f1(precision, recall, evidence.precision, evidence.recall),
+        )
+    text = _checkable_answer(question, response.answer)
+    if text is not None:
+        passages = [f"{doc.title}\n{doc.text}" for doc in response.citations]
+        found = answer_in_passages(text, passages)
+        if found is not None:
+            out["answer_in_citations"] = found
     return out
 
 

@@ -2,7 +2,11 @@
 
 Metric means are over the questions that were answered (error lines are
 counted, not scored); a metric that applies to only some questions (accuracy,
-retrieval recall) is averaged over those, with its count in ``metric_counts``.
+retrieval recall, evidence F1) is averaged over those, with its count in
+``metric_counts``. A record written before abstention metrics existed gets
+them from its own answer metrics (it did not abstain), so old and resumed runs
+read like new ones. With ``data.remove_gold``, ``by_answerable`` splits the
+questions into ``answerable`` and ``unanswerable``.
 :func:`run_status` says whether a run is complete, incomplete or failed.
 """
 
@@ -14,7 +18,10 @@ from typing import Any
 
 import numpy as np
 
-MAIN_METRICS = ("em", "f1", "match", "accuracy")
+from .evidence import ABSTENTION_METRICS, EVIDENCE_METRICS, abstention_scores
+from .results import record_abstained
+
+MAIN_METRICS = ("em", "f1", "match", "accuracy", *ABSTENTION_METRICS, *EVIDENCE_METRICS)
 GROUPS = (("by_type", "type"), ("by_level", "level"), ("by_subject", "subject"))
 
 
@@ -26,10 +33,19 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
+def record_metrics(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record's metrics, with the abstention metrics filled in for a record from before them."""
+    metrics = dict(rec.get("metrics") or {})
+    scored = "f1" in metrics or "accuracy" in metrics
+    if rec.get("error") is None and scored and "truthfulness" not in metrics:
+        metrics.update(abstention_scores(record_abstained(rec), metrics))
+    return metrics
+
+
 def metric_means(records: Iterable[dict[str, Any]]) -> tuple[dict[str, float | None], dict[str, int]]:
     values: dict[str, list[float]] = defaultdict(list)
     for rec in records:
-        for key, value in (rec.get("metrics") or {}).items():
+        for key, value in record_metrics(rec).items():
             if isinstance(value, (int, float)):
                 values[key].append(float(value))
     order = [k for k in MAIN_METRICS if k in values] + sorted(k for k in values if k not in MAIN_METRICS)
@@ -51,6 +67,11 @@ def _group(records: Sequence[dict[str, Any]], key) -> dict[str, dict[str, Any]]:
 
 def _retrieval_label(rec: dict[str, Any]) -> str:
     return "retrieved" if (rec.get("accounting") or {}).get("retrieved") else "no retrieval"
+
+
+def answerable_label(rec: dict[str, Any]) -> str:
+    """``unanswerable`` for a question whose gold paragraphs were removed, else ``answerable``."""
+    return "unanswerable" if rec.get("answerable") is False else "answerable"
 
 
 def summarize(records: Sequence[dict[str, Any]], n_questions: int | None = None) -> dict[str, Any]:
@@ -97,6 +118,8 @@ def summarize(records: Sequence[dict[str, Any]], n_questions: int | None = None)
         if groups or name != "by_subject":
             summary[name] = groups
     summary["by_retrieval"] = _group(answered, _retrieval_label)
+    if any("answerable" in r for r in records):
+        summary["by_answerable"] = _group(answered, answerable_label)
     summary["errors_by_type"] = dict(
         sorted(_count(r["error"].get("type", "Error") for r in errors if isinstance(r["error"], dict)).items())
     )

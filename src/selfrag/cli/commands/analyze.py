@@ -1,4 +1,8 @@
-"""selfrag analyze: a run's summary as a table, optionally broken down."""
+"""selfrag analyze: a run's summary as a table, optionally broken down.
+
+A run with both answerable and unanswerable questions (``data.remove_gold``
+as a share) also gets the two side by side.
+"""
 
 from __future__ import annotations
 
@@ -22,13 +26,16 @@ def warn(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ...eval.report import breakdown_tables, load_run, summary_table
+    from ...eval.report import answerability_table, breakdown_tables, load_run, summary_table
 
     summary = load_run(args.run_dir, warn=warn)
     if args.json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
         return 0
     print(summary_table(summary))
+    side_by_side = answerability_table(summary)
+    if side_by_side:
+        print("\n" + side_by_side)
     if args.breakdown:
         tables = breakdown_tables(summary)
         print("\n" + (tables or "no breakdown: the run has no answered questions"))

@@ -1,4 +1,8 @@
-"""selfrag compare: runs side by side, and a plot of F1 against cost and latency."""
+"""selfrag compare: runs side by side, and a plot of F1 against cost and latency.
+
+A second table shows evidence and abstention per run; a run with both
+answerable and unanswerable questions gets one row for each.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ import argparse
 import json
 
 NAME = "compare"
-HELP = "compare runs: one row per run (method, retriever, model, n, EM, F1, cost, calls, latency)"
+HELP = ("compare runs: one row per run (method, retriever, model, n, EM, F1, cost, calls, latency), "
+        "then evidence and abstention (answerable vs unanswerable)")
 ORDER = 56
 
 
@@ -17,14 +22,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ...eval.report import compare_row, compare_table, load_run, plot_compare
+    from ...eval.report import (
+        compare_row,
+        compare_table,
+        grounding_rows,
+        grounding_table,
+        load_run,
+        plot_compare,
+    )
     from .analyze import warn
 
-    rows = [compare_row(load_run(d, warn=warn)) for d in args.run_dirs]
+    summaries = [load_run(d, warn=warn) for d in args.run_dirs]
+    rows = [compare_row(s) for s in summaries]
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
     else:
         print(compare_table(rows))
+        grounding = [row for s in summaries for row in grounding_rows(s)]
+        print("\nEvidence and abstention:\n" + grounding_table(grounding))
     if args.plot:
         path = plot_compare(rows, args.plot)
         if not args.json:
