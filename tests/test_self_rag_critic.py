@@ -198,7 +198,7 @@ def test_cli_ask_prints_the_stage_by_stage_trace(tmp_path, capsys):
     script.write_text(json.dumps(label_script()))
     code = main([
         "ask", Q, "--docs", str(docs), "--method", "self_rag_critic", "--llm", f"scripted:{script}",
-        "--trace", "--set", "self_rag_critic.rerank.top_k=1",
+        "--trace", "--set", "self_rag_critic.rerank.top_k=1", "--set", "self_rag_critic.joint_candidate=false",
     ])
     out = capsys.readouterr().out
     assert code == 0
@@ -356,3 +356,19 @@ async def test_anthropic_falls_back_to_text_labels(france_retriever):
         await llm.aclose()
     assert r.answer == "Paris" and r.details["critique_source"] == "text"
     assert all(s.details["critique_source"] == "text" for s in r.reasoning_chain if s.action.startswith("critique_"))
+
+
+async def test_the_joint_draft_stands_unless_support_is_strictly_better(france_retriever):
+    """Issue 16: the draft over the best-evidence passages is selected when no per-passage
+    draft has a better support label, whatever the weighted scores say; it cites its passages."""
+    r = await create_method("self_rag_critic", ScriptedBackend(label_script()), france_retriever).answer(Q)
+    ranked = next(s for s in r.reasoning_chain if s.action == "rank_evidence")
+    kept = [p["title"] for p in ranked.details["passages"] if p["kept"]]
+    assert len(kept) >= 2
+    select = next(s for s in r.reasoning_chain if s.action == "select")
+    assert "joint draft stands" in select.thought
+    selected = next(c for c in r.candidates if c.details.get("selected"))
+    if "+" in (selected.passage.id if selected.passage else ""):
+        assert sorted(d.title for d in r.citations) == sorted(kept)
+    else:
+        assert [d.id for d in r.citations] == [selected.passage.id]

@@ -14,7 +14,8 @@ from pydantic import Field
 
 from ..reflection import score as S
 from ..reflection.readings import Draft
-from ..types import ArchitectureType, Document, Question
+from ..reflection.select import support_rank
+from ..types import ArchitectureType, Document, Question, RetrievalResult
 from .answer_format import answer_format
 from .answer_shape import keep_answers
 from .base import Method, MethodConfig, Outcome
@@ -31,6 +32,7 @@ from .critique.stages import (
     self_reflect,
 )
 from .registry import register
+from .self_rag_evidence import rank_evidence
 from .text import clean_answer
 from .trace import Run
 
@@ -43,8 +45,11 @@ class SelfRagCriticConfig(MethodConfig):
     rerank: RerankConfig = Field(default_factory=RerankConfig)
     weights: WeightsConfig = Field(default_factory=WeightsConfig)
     reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
-    # One more candidate written over every retrieved passage the critic did not judge irrelevant.
+    # One more candidate written over the passages with the best fused relevance (the critic's
+    # P(relevant) and lexical evidence: self_rag_evidence.py), at most joint_passages of them.
+    # It stands unless another candidate's most likely support label is strictly better.
     joint_candidate: bool = True
+    joint_passages: int = Field(3, ge=2)
 
 
 @register
@@ -95,8 +100,11 @@ class SelfRagCritic(Method):
             passages: list[Document | None] = list(result.documents)
             drafts = await write_drafts(critic, run, Task(q), passages)
 
+        joint: Draft | None = None
+        joint_docs: tuple[Document, ...] = ()
         if retrieved and cfg.joint_candidate:
-            drafts = await self._with_joint(critic, run, q, result.documents, drafts + dropped) + drafts
+            joint, joint_docs = await self._with_joint(critic, run, q, result, drafts + dropped)
+            drafts = ([joint] if joint else []) + drafts
         usable = keep_answers(run, drafts, lambda d: d.text)
         if not usable:  # write one answer over every retrieved passage (or none)
             docs = list(result.documents) if retrieved else []
@@ -105,10 +113,18 @@ class SelfRagCritic(Method):
         drafts = usable
         breakdowns = [d.score(weights) for d in drafts]
         order = S.rank([b.total for b in breakdowns], len(drafts))
+        if joint is not None and joint in drafts:
+            # The joint draft stands unless a draft's most likely support label is strictly better:
+            # small models' scores do not separate right from wrong answers (docs/methods.md).
+            keys = [(support_rank(d.label("support") or ""), d is joint, breakdowns[i].total)
+                    for i, d in enumerate(drafts)]
+            order = sorted(range(len(drafts)), key=lambda i: keys[i], reverse=True)
         best_i = order[0]
         run.note(
             "select",
-            thought="Stage: score each candidate: seq + w_rel·rel + w_sup·sup + w_use·use; keep the best.",
+            thought=("Stage: the joint draft stands unless another has a strictly better support label; "
+                     "then seq + w_rel·rel + w_sup·sup + w_use·use." if joint is not None else
+                     "Stage: score each candidate: seq + w_rel·rel + w_sup·sup + w_use·use; keep the best."),
             observation=f"best: candidate from {_name(drafts[best_i].passage)} (score {breakdowns[best_i].total:.3f})",
             details={
                 "stage": "selection",
@@ -140,26 +156,34 @@ class SelfRagCritic(Method):
             candidates.insert(0, as_candidate(best, best_score, rank=0, selected=True, reflected=True))
         candidates += [as_candidate(d, d.score(weights), rank=None, selected=False, reranked_out=True) for d in dropped]
         details["score"] = round(best_score.total, 4)
+        if best is joint:
+            cited: list[Document] | None = list(joint_docs)
+        elif retrieved and best.passage is not None:
+            cited = [best.passage]
+        else:
+            cited = None if retrieved else []
         return Outcome(
             answer=clean_answer(best.text),
             retrieval_needed=decision.retrieve,
             candidates=candidates,
             details=details,
+            citations=cited,
         )
 
 
     async def _with_joint(
-        self, critic: Critic, run: Run, question: str, docs: Sequence[Document], judged: list[Draft]
-    ) -> list[Draft]:
-        """The candidate over every retrieved passage not judged irrelevant (relevance < 0.5)."""
-        irrelevant = {
-            d.passage.id for d in judged
-            if d.passage is not None and (d.value("relevance") is not None and d.value("relevance") < 0.5)
-        }
-        keep = [doc for doc in docs if doc.id not in irrelevant] or list(docs)
-        if len(keep) < 2:
-            return []
-        return await write_drafts(critic, run, Task(question), [joint_document(keep)])
+        self, critic: Critic, run: Run, question: str, result: RetrievalResult, judged: list[Draft]
+    ) -> tuple[Draft | None, tuple[Document, ...]]:
+        """The draft over the passages with the best fused relevance, and those passages
+        (None with fewer than 2)."""
+        docs = list(result.documents)
+        if len(docs) < 2:
+            return None, ()
+        relevance = {d.passage.id: d.value("relevance") for d in judged if d.passage is not None}
+        model = [0.5 if relevance.get(doc.id) is None else float(relevance[doc.id]) for doc in docs]
+        passages = rank_evidence(run, question, docs, result.scores, model, self.config.joint_passages)
+        drafts = await write_drafts(critic, run, Task(question), [joint_document(passages.docs)])
+        return (drafts[0], passages.docs) if drafts else (None, ())
 
 
 def joint_document(docs: Sequence[Document]) -> Document:
