@@ -35,6 +35,8 @@ from _env import machine
 from quality_critics import (
     decision_summary,
     decisions_path,
+    evidence_rows,
+    gold_titles,
     relevance_path,
     relevance_rows,
     run_no_docs_decisions,
@@ -63,10 +65,10 @@ from quality_runs import (
     selection,
     target_n,
 )
-from quality_stats import compare_to, read_predictions, summarize_rows
+from quality_stats import compare_to, grounding, read_predictions, summarize_rows
 
 HERE = Path(__file__).resolve().parent
-METRICS = {"hotpotqa": ("em", "f1", "match"), "hotpotqa_yesno": ("em", "f1"),
+METRICS = {"hotpotqa": ("em", "f1", "match"), "hotpotqa_yesno": ("em", "f1"), "hotpotqa_mix": ("em", "f1"),
            "pubmedqa": ("em", "f1", "accuracy"), "mmlu_evidence": ("em", "f1", "accuracy")}
 
 
@@ -122,12 +124,15 @@ def collect(args: Any) -> dict[str, Any]:
                        model=next((r.get("model") for r in recs if r.get("model")), ""),
                        remark=args.remarks.get((dataset.name, v.name), ""),
                        run_dir=str(run_dir(args.out, args.tag, dataset, v)))
+            if dataset.name in ("hotpotqa", "hotpotqa_mix"):
+                row["grounding"] = grounding(recs)
             baseline = runs.get(BASELINE)
             row["vs_baseline"] = compare_to(recs, baseline, dataset.metric) if baseline and v.name != BASELINE else None
             rows.append(row)
     critics: list[dict[str, Any]] = []
     if relevance_path(args.out, args.tag).is_file() and DATASETS["hotpotqa"].path.exists():
         critics += relevance_rows(args.out, args.tag, _wanted(args, "hotpotqa", args.n_critics))
+    critics += evidence_rows(hotpot, gold_titles(DATASETS["hotpotqa"].path))
     critics += support_rows(hotpot)
     decisions = decision_summary(args.out, args.tag, hotpot.get("self_rag", []))
     return {"environment": args.env, "args": args.recorded, "rows": rows, "decisions": decisions,

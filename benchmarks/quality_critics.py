@@ -225,3 +225,40 @@ def support_rows(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
         correct, wrong, questions = support_pairs(rows)
         out.append(auc_row(label, correct, wrong, questions))
     return out
+
+
+# -- relevance read from the runs: the evidence ranking of the joint candidate -------------------
+
+
+def gold_titles(path: Path) -> dict[str, set[str]]:
+    """Question id -> titles of its gold supporting paragraphs (HotpotQA JSONL)."""
+    if not path.is_file():
+        return {}
+    return {str(r.get("_id") or r.get("id")): {str(t) for t, *_ in r.get("supporting_facts") or []}
+            for r in read_jsonl(path)}
+
+
+def evidence_rows(runs: dict[str, list[dict[str, Any]]], gold: dict[str, set[str]]) -> list[dict[str, Any]]:
+    """AUCs of gold vs distractor paragraphs among each question's retrieved passages, as the
+    ``rank_evidence`` step of the self_rag / self_rag_critic runs scored them: the model's
+    verdict alone, the lexical prior alone, and the two fused (what the joint candidate uses)."""
+    out = []
+    for variant, model_label in (("self_rag", "combined [IsRel] verdict (1 / 0)"),
+                                 ("self_rag_critic", "critic P(relevant)")):
+        passages, n = [], 0
+        for row in runs.get(variant) or []:
+            titles = gold.get(str(row.get("id")))
+            step = next((s for s in row.get("reasoning_chain") or [] if s.get("action") == "rank_evidence"), None)
+            if not titles or step is None:
+                continue
+            n += 1
+            passages += [(p, p.get("title") in titles) for p in (step.get("details") or {}).get("passages", [])]
+        if not passages:
+            continue
+        for key, what in (("model", model_label), ("prior", "lexical prior (retrieval.links)"),
+                          ("fused", "fused (model + prior) / 2")):
+            pos = [float(p[key]) for p, g in passages if g]
+            neg = [float(p[key]) for p, g in passages if not g]
+            out.append(auc_row(f"relevance: {variant} {what}", pos, neg, n,
+                               notes="retrieved passages of the run (top_k of the config)"))
+    return out

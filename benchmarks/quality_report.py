@@ -103,7 +103,11 @@ def critics_section(tag: str, rows: list[dict[str, Any]], n_critics: int) -> lis
         "P(relevant) from next-token label probabilities; the combined mode's `[IsRel]` verdict is binary, so its "
         "AUC counts ties as half. Support: candidate answers of the `self_rag_critic` and `self_rag` HotpotQA "
         "runs, correct (F1 >= 0.5 against the gold answer) against wrong (F1 = 0); candidates in between are "
-        "left out. AUC 0.5 = no better than chance.",
+        "left out. Rows named `self_rag ...` / `self_rag_critic ...` are read from those runs' `rank_evidence` "
+        "step instead (every retrieved passage of every answered question: 10 per question for `self_rag`, "
+        "whose config retrieves 10, i.e. all of a HotpotQA question's paragraphs): the model's verdict, the "
+        "lexical prior of `selfrag.retrieval.links` and their mean, which picks the joint candidate's passages. "
+        "AUC 0.5 = no better than chance.",
         "",
         "| model | source | n questions | n pairs (pos x neg) | AUC | notes |",
         "|---|---|---|---|---|---|",
@@ -117,10 +121,39 @@ def critics_section(tag: str, rows: list[dict[str, Any]], n_critics: int) -> lis
             notes.append(f"{r['defaults']} verdicts unparsed (read as the default, relevant)")
         if r.get("unscored"):
             notes.append(f"{r['unscored']} paragraphs without a probability")
+        if r.get("notes"):
+            notes.append(str(r["notes"]))
         lines.append(
             f"| {tag} | {r['source']} | {nq} | {r['n_pairs']} ({r['n_pos']} x {r['n_neg']}) | "
             f"{_f(r['auc'])} | {'; '.join(notes)} |"
         )
+    return [*lines, ""]
+
+
+def grounding_section(rows: list[dict[str, Any]]) -> list[str]:
+    """Issue 17: citations and abstention, answerable and unanswerable questions apart."""
+    rows = [r for r in rows if r.get("grounding")]
+    if not rows:
+        return []
+    lines = [
+        "## Grounding: citations and abstention",
+        "",
+        "Evidence F1: the cited paragraphs' titles against the gold supporting titles; joint F1: HotpotQA's "
+        "answer x evidence F1 at paragraph level; in citations: the answer occurs in a cited passage; "
+        "truthful: +1 right (F1 >= 0.5), 0 abstained, -1 wrong. *hotpotqa_mix* removes the gold paragraphs "
+        "from about half the questions (unanswerable: abstaining is right). Means over the questions where a "
+        "metric is defined (docs/evaluation.md).",
+        "",
+        "| dataset | method | questions | n | F1 | abstained | answered acc. | truthful | evidence F1 | joint F1 | in citations |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        for kind, g in r["grounding"].items():
+            lines.append(
+                f"| {r['dataset']} | `{r['variant']}` | {kind} | {g['n']} | {_f(g['f1'])} | {_f(g['abstention'])} | "
+                f"{_f(g['answered_accuracy'])} | {_f(g['truthfulness'])} | {_f(g['evidence_f1'])} | "
+                f"{_f(g['joint_f1'])} | {_f(g['answer_in_citations'])} |"
+            )
     return [*lines, ""]
 
 
@@ -148,6 +181,7 @@ def render(data: dict[str, Any]) -> str:
         rows = [r for r in data["rows"] if r["dataset"] == name]
         if rows:
             lines += dataset_table(name, rows)
+    lines += grounding_section(data["rows"])
     lines += decision_section(tag, data.get("decisions"))
     lines += critics_section(tag, data.get("critics") or [], data["args"]["n_critics"])
     llm = f" --llm {env['llm']}" if env["llm"] != "embedded" else ""

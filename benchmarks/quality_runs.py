@@ -47,6 +47,7 @@ class Dataset:
     metric: str  # headline metric, also the paired comparison's
     default_n: str  # which --n-* flag sets n: "hotpot", "other" or "all"
     note: str
+    overrides: tuple[str, ...] = ()
 
 
 VARIANT_LIST = [
@@ -67,6 +68,8 @@ VARIANT_LIST = [
             "critic, always retrieves"),
     Variant("self_rag_critic_text", "self_rag_critic.yaml", ("self_rag_critic.critic.source=text",),
             "critic reading generated text labels"),
+    Variant("self_rag_abstain", "self_rag.yaml", ("self_rag.abstain_below=partially_supported",),
+            "abstains unless a candidate is at least partially supported"),
 ]
 VARIANTS = {v.name: v for v in VARIANT_LIST}
 DEFAULT_VARIANTS = tuple(v.name for v in VARIANT_LIST[:9])
@@ -77,6 +80,10 @@ DATASET_LIST = [
             "HotpotQA dev distractor (first {n}); retrieval over each question's own 10 paragraphs"),
     Dataset("hotpotqa_yesno", "hotpotqa", DATA / "hotpotqa" / "hotpotqa_dev_yesno_17.jsonl", "yesno", "all",
             "HotpotQA dev yes/no comparison questions (all {n}); accuracy = the normalised answer is the gold yes/no"),
+    Dataset("hotpotqa_mix", "hotpotqa", DATA / "hotpotqa" / "hotpotqa_dev_distractor_500.jsonl", "f1", "hotpot",
+            "HotpotQA dev (first {n}) with the gold paragraphs removed from about half the questions "
+            "(data.remove_gold=0.5, chosen by question id): abstaining is right on those",
+            ("data.remove_gold=0.5",)),
     Dataset("pubmedqa", "pubmedqa", DATA / "pubmedqa" / "ori_pqal.json", "accuracy", "other",
             "PubMedQA PQA-L (first {n}); retrieval over each question's own abstract contexts"),
     Dataset("mmlu_evidence", "mmlu_evidence", DATA / "medical" / "evidence", "accuracy", "other",
@@ -147,7 +154,7 @@ def overrides(dataset: Dataset, variant: Variant, n: int | None, *, shown: bool 
     path = _shown_path(dataset.path) if shown else str(dataset.path)
     out = [f"data.dataset={dataset.kind}", f"data.path={path}"]
     out.append(f"data.subset_size={'null' if n is None else n}")
-    return [*out, "cache.enabled=false", *variant.overrides]
+    return [*out, "cache.enabled=false", *dataset.overrides, *variant.overrides]
 
 
 def _shown_path(path: Path) -> str:

@@ -222,3 +222,25 @@ def support_pairs(rows: Iterable[dict[str, Any]]) -> tuple[list[float], list[flo
             seen = True
         questions += seen
     return correct, wrong, questions
+
+
+GROUNDING_METRICS = ("f1", "abstention", "answered_accuracy", "truthfulness", "evidence_f1", "joint_f1",
+                     "answer_in_citations")
+
+
+def grounding(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Issue 17's metrics of one run, split into answerable and unanswerable questions: the mean
+    over the questions where each is defined (evidence metrics are absent on unanswerable ones,
+    answered accuracy on abstentions), with its n."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in answered(rows):
+        groups.setdefault("answerable" if r.get("answerable", True) else "unanswerable", []).append(r)
+    out = {}
+    for name, recs in sorted(groups.items()):
+        cell: dict[str, Any] = {"n": len(recs)}
+        for m in GROUNDING_METRICS:
+            values = [float(v) for v in ((r.get("metrics") or {}).get(m) for r in recs) if isinstance(v, int | float)]
+            cell[m] = _mean(values)
+            cell[f"{m}_n"] = len(values)
+        out[name] = cell
+    return out

@@ -59,8 +59,9 @@ def test_ask_text_output_with_trace(tmp_path, docs_dir, capsys):
         "--llm", script(tmp_path, ["Paris"]), "--trace",
     )
     assert code == 0
-    assert out.startswith("Paris\n")
-    assert "Sources:" in out and "Trace:" in out and "[2] generate" in out
+    # Issue 17: the answer carries a marker per cited passage, listed under "Cited:".
+    assert out.startswith("Paris [1]\n")
+    assert "Cited:\n  [1] paris (paris): Paris is" in out and "Trace:" in out and "[2] generate" in out
     assert "berlin" not in out.split("Trace:")[0]  # --top-k 1 kept only one source
 
 

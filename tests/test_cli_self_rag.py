@@ -83,7 +83,7 @@ def test_combined_trace_shows_each_candidates_critique(tmp_path, docs_dir, capsy
         "--trace",
     )
     assert code == 0, err
-    assert out.startswith("Paris\n")
+    assert out.startswith("Paris [1]\n")
     assert "retrieval_decision" in out and "generate_and_critique" in out and "select_best" in out
     candidates = out.split("Candidates:")[1]
     assert "relevance=relevant, support=fully supported, utility=3, score=5.500" in candidates

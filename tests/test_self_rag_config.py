@@ -84,6 +84,7 @@ def test_config_schema_lists_keys_and_defaults():
         "joint_candidate": True,
         "joint_passages": 3,
         "retrieve_own_evidence": True,
+        "abstain_below": None,
     }
     assert not any(required for _, required, _ in schema.values())
 

@@ -202,7 +202,7 @@ def test_cli_ask_prints_the_stage_by_stage_trace(tmp_path, capsys):
     ])
     out = capsys.readouterr().out
     assert code == 0
-    assert out.startswith("Paris\n")
+    assert out.startswith("Paris [1]\n")
     for text in (
         "critique_source: label_probs",
         "Stage: adaptive retrieval (mode=adaptive, threshold=0.2)",

@@ -291,3 +291,35 @@ def test_finalize_keeps_a_free_text_answer_and_strips_structure():
     assert finalize_answer(q, "Ridley Scott") == "Ridley Scott"
     assert finalize_answer(q, "Ridley Scott\n[IsRel] relevant") == "Ridley Scott"
     assert finalize_answer(q, '{"answer": "Ridley Scott", "relevance": "relevant"}') == "Ridley Scott"
+
+
+# -- abstention (issue 17) ---------------------------------------------------------------
+
+
+async def test_abstains_when_no_candidate_reaches_the_support_level(two_hop_retriever):
+    llm = ScriptedBackend(joint_script(director_support="no support", joint_support="no support"))
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_below": "partially_supported"}}
+    response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(TWO_HOP)
+    assert response.abstained is True and response.answer == "insufficient evidence"
+    assert response.citations == ()
+    step = next(s for s in response.reasoning_chain if s.action == "abstain")
+    # Passage 2's verdict is missing (a default) and passage 3's is "no support": none reaches partial.
+    assert "partially supported" in step.details["abstain_reason"]
+
+
+async def test_a_supported_candidate_is_answered_even_when_the_joint_one_is_not(two_hop_retriever):
+    llm = ScriptedBackend(joint_script(director_support="partially supported", joint_support="no support"))
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_below": "partially_supported"}}
+    response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(TWO_HOP)
+    assert response.abstained is False and response.answer == "Ridley Scott"
+
+
+async def test_abstention_is_off_by_default_and_not_shaped_as_yes_or_no(two_hop_retriever):
+    llm = ScriptedBackend(joint_script(director_support="no support", joint_support="no support"))
+    response = await create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}}).answer(TWO_HOP)
+    assert response.abstained is False and response.answer == "South Shields"
+    yes_no_q = Question(id="y", text="Was Ridley Scott born in South Shields?")
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_below": "fully_supported"}}
+    script = joint_script(director_support="no support", joint_support="no support")
+    response = await create_method("self_rag", ScriptedBackend(script), two_hop_retriever, cfg).answer(yes_no_q)
+    assert response.abstained is True and response.answer == "insufficient evidence"

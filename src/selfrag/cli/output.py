@@ -23,6 +23,9 @@ def response_json(response: RAGResponse) -> dict[str, Any]:
         "total_cost_usd": response.total_cost_usd,
         "latency_ms": round(response.latency_ms, 1),
         "sources": [{"id": d.id, "title": d.title} for d in response.sources],
+        "citations": [{"n": i, "id": d.id, "title": d.title, "text": d.text}
+                      for i, d in enumerate(response.citations, start=1)],
+        "abstained": response.abstained,
         "candidates": to_jsonable(list(response.candidates)),
         "reasoning_chain": to_jsonable(list(response.reasoning_chain)),
         "details": to_jsonable(response.details),
@@ -72,12 +75,21 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def print_response(response: RAGResponse, out: TextIO, *, trace: bool = False) -> None:
-    print(response.answer, file=out)
+    cited = response.citations
+    markers = "".join(f"[{i}]" for i in range(1, len(cited) + 1))
+    print(f"{response.answer} {markers}" if markers else response.answer, file=out)
+    if response.abstained and response.details.get("abstain_reason"):
+        print(f"(abstained: {response.details['abstain_reason']})", file=out)
     print(file=out)
-    sources = response.sources
-    if sources:
-        print("Sources:", file=out)
-        for d in sources:
+    if cited:
+        print("Cited:", file=out)
+        for i, d in enumerate(cited, start=1):
+            print(f"  [{i}] {d.title or d.id} ({d.id}): {_one_line(d.text, 160)}", file=out)
+    cited_ids = {d.id for d in cited}
+    others = [d for d in response.sources if d.id not in cited_ids]
+    if others:
+        print("Also retrieved:" if cited else "Sources:", file=out)
+        for d in others:
             print(f"  - {d.title or d.id} [{d.id}]", file=out)
     if trace:
         print("\nTrace:", file=out)

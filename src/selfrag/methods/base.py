@@ -166,7 +166,8 @@ class Method(ABC):
     def _response(self, run: Run, outcome: Outcome, question: Question) -> RAGResponse:
         steps = run.steps()
         details = dict(outcome.details)
-        answer = finalize_answer(question, outcome.answer)
+        # An abstention is a fixed phrase, not an answer to shape ("insufficient evidence" is not "no").
+        answer = outcome.answer.strip() if outcome.abstained else finalize_answer(question, outcome.answer)
         if answer != outcome.answer.strip():
             details["raw_answer"] = outcome.answer
         prompt_tokens = sum(s.prompt_tokens for s in steps)

@@ -52,6 +52,7 @@ from .text import clean_answer
 from .trace import Run
 
 NO_ANSWER = "No answer."
+ABSTAIN_ANSWER = "insufficient evidence"
 
 
 class SelfRAGConfig(MethodConfig):
@@ -76,6 +77,9 @@ class SelfRAGConfig(MethodConfig):
     # adaptive, and the question came with its own documents (a dataset's contexts):
     # retrieve without asking, since whoever asked supplied the evidence.
     retrieve_own_evidence: bool = True
+    # Abstention (issue 17; off, as in the seeds): when no usable candidate has a support
+    # verdict at least this good, answer ABSTAIN_ANSWER and record abstained: true.
+    abstain_below: Literal["partially_supported", "fully_supported"] | None = None
 
 
 def cited_passages(best: Candidate | None, docs: list[Document]) -> list[Document] | None:
@@ -144,6 +148,8 @@ class SelfRAG(Method):
                 action_input=f"{len(docs)} documents",
                 observation="Answering without context (relevant_docs_count = 0).",
             )
+            if self.config.abstain_below:
+                return self._abstain(run, len(docs), [], "every retrieved passage was judged irrelevant")
             answer = await self._direct_answer(question, run, "No relevant documents; answer without context.")
             return Outcome(answer=answer, retrieval_needed=True, details=self._details(True, len(docs), [], None))
 
@@ -152,6 +158,14 @@ class SelfRAG(Method):
         if joint is not None:
             candidates = [joint, *candidates]
         usable = keep_answers(run, candidates, lambda c: c.text)
+        if self.config.abstain_below:
+            level = support_rank(self.config.abstain_below)
+            supported = [c for c in usable if self._support(c) >= level]
+            if not supported:
+                why = (f"no candidate's support reaches {self.config.abstain_below.replace('_', ' ')} "
+                       f"(verdicts: {', '.join(str(c.support) for c in usable) or 'none'})")
+                return self._abstain(run, len(docs), candidates, why)
+            usable = supported
         best = self._select(run, usable)
         answer = best.text if best else await self._over_all(question, docs, run)
         details = self._details(True, len(docs), per_passage, best, docs)
@@ -207,6 +221,22 @@ class SelfRAG(Method):
         joint.details["joint"] = True
         return joint
 
+    def _abstain(self, run: Run, retrieved: int, candidates: list[Candidate], why: str) -> Outcome:
+        run.note("abstain", thought="Abstention is on: answer only from supported evidence.",
+                 action_input=f"abstain_below={self.config.abstain_below}", observation=f"abstained: {why}",
+                 details={"abstain_reason": why})
+        details = self._details(True, retrieved, [c for c in candidates if not c.details.get("joint")], None)
+        details["abstain_reason"] = why
+        return Outcome(answer=ABSTAIN_ANSWER, retrieval_needed=True, candidates=candidates,
+                       details=details, abstained=True)
+
+    @staticmethod
+    def _support(candidate: Candidate) -> int:
+        """The support rank (3 full, 2 partial, 1 none); 0 when the verdict is only a default."""
+        if "support" in candidate.details.get("defaults_used", []):
+            return 0
+        return support_rank(candidate.support or "")
+
     def _key(self, candidate: Candidate) -> Any:
         """The mode's rule; with a joint candidate, a challenger must show better support.
 
@@ -217,9 +247,7 @@ class SelfRAG(Method):
         """
         if not self.config.joint_candidate:
             return self.mode.key(candidate)
-        defaulted = "support" in candidate.details.get("defaults_used", [])
-        rank = 0 if defaulted else support_rank(candidate.support)
-        return rank, bool(candidate.details.get("joint")), self.mode.key(candidate)
+        return self._support(candidate), bool(candidate.details.get("joint")), self.mode.key(candidate)
 
     def _select(self, run: Run, candidates: list[Candidate]) -> Candidate | None:
         index = best_index([self._key(c) for c in candidates])

@@ -33,4 +33,5 @@ class VanillaRAG(Method):
         )
         step.thought = f"Answer from {len(used)} passages."
         step.details["passages_in_context"] = [d.id for d in used]
-        return Outcome(answer=clean_answer(step.text), retrieval_needed=True)
+        # The prompt asks for no citation markers, so the answer cites what the model was shown.
+        return Outcome(answer=clean_answer(step.text), retrieval_needed=True, citations=used)
