@@ -234,8 +234,13 @@ def gold_titles(path: Path) -> dict[str, set[str]]:
     """Question id -> titles of its gold supporting paragraphs (HotpotQA JSONL)."""
     if not path.is_file():
         return {}
-    return {str(r.get("_id") or r.get("id")): {str(t) for t, *_ in r.get("supporting_facts") or []}
-            for r in read_jsonl(path)}
+    out = {}
+    for r in read_jsonl(path):
+        facts = r.get("supporting_facts") or []
+        # Either the original [[title, sentence], ...] or the {"title": [...], "sent_id": [...]} layout.
+        titles = facts.get("title", []) if isinstance(facts, dict) else [f[0] for f in facts if f]
+        out[str(r.get("_id") or r.get("id"))] = {str(t) for t in titles}
+    return out
 
 
 def evidence_rows(runs: dict[str, list[dict[str, Any]]], gold: dict[str, set[str]]) -> list[dict[str, Any]]:
