@@ -46,6 +46,38 @@ def test_a_port_in_use_is_one_line(capsys, tmp_path):
     assert f"cannot listen on 127.0.0.1:{port}" in err
 
 
+def test_the_socket_sends_small_writes_at_once():
+    import socket as s
+
+    from selfrag.serve.sockets import listen
+
+    sock = listen("127.0.0.1", 0)
+    try:
+        assert sock.getsockopt(s.IPPROTO_TCP, s.TCP_NODELAY) != 0
+        assert sock.getsockname()[0] == "127.0.0.1" and sock.getsockname()[1] > 0
+    finally:
+        sock.close()
+
+
+def test_the_command_builds_its_answerer_from_a_saved_index(tmp_path, capsys):
+    import asyncio
+
+    from selfrag.cli.commands.serve import _build_answerer
+    from selfrag.cli.main import build_parser
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "rome.txt").write_text("Rome is the capital of Italy.")
+    (docs / "oslo.txt").write_text("Oslo is the capital of Norway.")
+    assert main(["index", "build", "--docs", str(docs), "--out", str(tmp_path / "idx")]) == 0
+    (tmp_path / "script.json").write_text(json.dumps({"capital of Italy": "Rome"}))
+    args = build_parser().parse_args(["serve", "--index", str(tmp_path / "idx"), "--method", "vanilla_rag",
+                                      "--llm", f"scripted:{tmp_path / 'script.json'}"])
+    answerer = _build_answerer(args, timeout_s=10)
+    response = asyncio.run(answerer.answer("What is the capital of Italy?", answerer.default_method))
+    assert response.answer == "Rome" and response.sources[0].id == "rome"
+
+
 class ServeProcess:
     """`python -m selfrag serve ARGS --port 0` in a child process; the port read from its first line.
 

@@ -44,7 +44,7 @@ def make_runs(tmp: Path) -> Path:
                          "book 3?": {"error": "bad request", "status": 400}, "book 4?": "Author 4"})
     write_run(tmp, "b", {"book 1?": "Author 1", "book 2?": "Author 2", "book 3?": "Author 3",
                          "book 4?": "Author 4"}, method="no_retrieval")
-    # A run written since methods report abstentions carries the flag on its line.
+    # Each line says whether the method abstained; these scripted answers never do, so mark one.
     preds = tmp / "results" / "nested" / "b" / "predictions.jsonl"
     lines = [json.loads(x) for x in preds.read_text().splitlines()]
     for rec in lines:
@@ -94,7 +94,8 @@ def test_one_question_with_its_trace_view(c):
     assert data["record"]["prediction"] == "Author 1"
     view = data["view"]
     assert view["answer"] == "Author 1" and view["decision"]["kind"] == "fixed" and view["decision"]["needed"]
-    assert [p["title"] for p in view["passages"]] == ["Book 1"]
+    assert [p["title"] for p in view["passages"]] == ["Book 1"] and view["passages"][0]["cited"]
+    assert view["citations_known"] and data["record"]["abstained"] is False
     assert [s["action"] for s in view["timeline"]] == ["retrieve", "generate"]
     missing = c.get("/v1/runs/question", params={"run": "nested/a", "id": "q99"})
     assert missing.status_code == 404 and "q99" in missing.json()["error"]["message"]

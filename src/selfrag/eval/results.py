@@ -112,6 +112,9 @@ def prediction_record(
         "method": response.architecture,
         "model": response.model,
         "sources": [{"id": d.id, "title": d.title} for d in response.sources],
+        # Read by `selfrag serve --runs` (the cited passages; the abstention filter).
+        "citations": [{"id": d.id, "title": d.title} for d in response.citations],
+        "abstained": response.abstained,
         "reasoning_chain": to_jsonable(list(response.reasoning_chain)),
         "candidates": to_jsonable(list(response.candidates)),
         "details": to_jsonable(response.details),

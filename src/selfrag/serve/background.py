@@ -8,19 +8,18 @@ The server listens on a free port of 127.0.0.1 only; leaving the block stops it.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from typing import Any
 
 from ..errors import require
+from .sockets import listen
 
 
 class BackgroundServer:
     def __init__(self, app: Any, *, start_timeout: float = 20.0) -> None:
         uvicorn = require("uvicorn", "serve", "selfrag serve")
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.bind(("127.0.0.1", 0))
+        self._sock = listen("127.0.0.1", 0)
         self.port = self._sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)

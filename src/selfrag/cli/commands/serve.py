@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -53,19 +52,6 @@ def _answers(args: argparse.Namespace) -> bool:
     return not args.runs or any((args.docs, args.index, args.llm, args.method, args.config))
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-    except OSError as exc:
-        sock.close()
-        raise DataError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port or --host") from None
-    sock.set_inheritable(True)
-    return sock
-
-
 def _build_answerer(args: argparse.Namespace, timeout_s: float):
     from ...assemble import build_backend, build_retriever
     from ...retrieval.store import load_corpus
@@ -96,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ...serve.app import create_app
     from ...serve.settings import API_KEY_ENV, Limits, ServeSettings, check_bind
+    from ...serve.sockets import listen
 
     api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
     check_bind(args.host, api_key)
@@ -114,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         raise DataError("give --docs PATH or --index DIR: the documents the server answers from")
     answerer = _build_answerer(args, limits.timeout_s) if _answers(args) else None
     settings = ServeSettings(host=args.host, port=args.port, api_key=api_key, limits=limits, runs_dir=runs_dir)
-    sock = _listen(args.host, args.port)
+    sock = listen(args.host, args.port)
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
     what = ["page /"] if answerer else []
