@@ -96,6 +96,7 @@ async def _run_with_progress(answerer: Answerer, question: str, name: str) -> As
     """("progress", {...}) after each model call, pings while waiting, then ("result" | "error", ...)."""
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     task = asyncio.ensure_future(answerer.answer(question, name, Progress(report=queue.put_nowait)))
+    getter: asyncio.Future | None = None
     try:
         while not task.done():
             getter = asyncio.ensure_future(queue.get())
@@ -116,6 +117,8 @@ async def _run_with_progress(answerer: Answerer, question: str, name: str) -> As
             return
         yield "result", response
     finally:
+        if getter is not None and not getter.done():
+            getter.cancel()
         if not task.done():
             task.cancel()  # the client went away: stop working on its question
 

@@ -16,7 +16,8 @@ HELP = "serve methods over HTTP: an OpenAI-compatible API and a page that shows 
 DESCRIPTION = (
     "Answer questions over --docs or --index through POST /v1/chat/completions (OpenAI format; "
     "`model` names the method) and POST /v1/ask, and serve a page at / that draws each answer's "
-    "trace. With --runs DIR, the page at /runs also opens run directories. Listens on 127.0.0.1 "
+    "trace (default method: self_rag). With --runs DIR, the page at /runs also opens run "
+    "directories. Listens on 127.0.0.1 "
     "unless told otherwise; any other address needs an API key."
 )
 ORDER = 60
@@ -35,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--api-key", metavar="KEY",
         help=f"require 'Authorization: Bearer KEY' on every API call (default: ${API_KEY_ENV}); "
-        "needed for any --host other than this machine",
+        f"needed for any --host other than this machine (prefer ${API_KEY_ENV}: a flag shows in `ps`)",
     )
     parser.add_argument("--max-concurrent", type=int, default=limits.max_concurrent, metavar="N",
                         help=f"questions answered at once; one more gets 429 (default {limits.max_concurrent})")
