@@ -49,6 +49,7 @@ DOCS = [
     ("Lyon", "Lyon is the third-largest city of France, after Paris and Marseille."),
 ]
 BOUND, BURST = 8, 32
+LOAD_AT_START = os.getloadavg()[0]
 
 
 # -- the server (child process) -------------------------------------------------------
@@ -187,7 +188,8 @@ def report(levels: list[dict[str, Any]], bound: dict[str, Any], delay: float, pa
     lines = [
         "# `selfrag serve` under load",
         "",
-        "Measured {date} on {platform}, {cpu_count} CPUs, Python {python}, commit {commit}.".format(**machine()),
+        "Measured {date} on {platform}, {cpu_count} CPUs, Python {python}, commit {commit}; ".format(**machine())
+        + "load average {:.1f} when it started (other work on the machine).".format(LOAD_AT_START),
         f"The server (Starlette under uvicorn, one process) answers `POST /v1/chat/completions` with "
         f"`vanilla_rag` (BM25 over 5 passages, one LLM call per question); every LLM call waits "
         f"{delay * 1000:.0f} ms in `DelayedBackend` and uses no CPU, so the ideal is concurrency / delay. "
@@ -220,8 +222,9 @@ def report(levels: list[dict[str, Any]], bound: dict[str, Any], delay: float, pa
         "## Reading it",
         "",
         "- Each question waits one call, so with the CPU idle the rate would be c / delay. What is lost "
-        "against the ideal at 32 is the server's own work per request (parsing, BM25, the method, the trace "
-        "and its view as JSON) and the client's, both on the same 2 cores.",
+        "against the ideal at 32 is CPU: the server's own work per request (parsing, BM25, the method, the "
+        "trace and its view as JSON; about 2 ms, profiled in process) and the client's, on the same 2 cores "
+        "and shared with whatever else runs (see the load average above).",
         "- The listening socket has TCP_NODELAY (`selfrag.serve.sockets.listen`). Before it did, every "
         "response waited about 40 ms for the client's delayed ACK (uvicorn writes headers and body "
         "separately): 148 ms p50 at concurrency 1 against a 100 ms call, now within a few ms of it.",
