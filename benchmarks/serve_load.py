@@ -189,7 +189,7 @@ def report(levels: list[dict[str, Any]], bound: dict[str, Any], delay: float, pa
         "# `selfrag serve` under load",
         "",
         "Measured {date} on {platform}, {cpu_count} CPUs, Python {python}, commit {commit}; ".format(**machine())
-        + "load average {:.1f} when it started (other work on the machine).".format(LOAD_AT_START),
+        + f"load average {LOAD_AT_START:.1f} when it started (other work on the machine).",
         f"The server (Starlette under uvicorn, one process) answers `POST /v1/chat/completions` with "
         f"`vanilla_rag` (BM25 over 5 passages, one LLM call per question); every LLM call waits "
         f"{delay * 1000:.0f} ms in `DelayedBackend` and uses no CPU, so the ideal is concurrency / delay. "
