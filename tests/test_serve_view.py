@@ -76,6 +76,7 @@ def test_the_view_puts_critiques_on_passages_and_marks_the_cited_ones():
     assert view["timeline"][0]["kind"] == "retrieval" and view["timeline"][1] == {
         "step": 2, "action": "generate", "kind": "llm", "tokens": 40, "prompt_tokens": 0, "completion_tokens": 0,
         "cost_usd": 0.001, "latency_ms": 300.0, "cached": True, "observation": ""}
+    assert trace_view({**record, "citations": ["b"]})["passages"][1]["cited"]  # bare ids read too
     # A stored line without citations: nothing is marked cited, and the page says so.
     older = trace_view({k: v for k, v in record.items() if k != "citations"})
     assert older["citations_known"] is False and not any(x["cited"] for x in older["passages"])

@@ -176,7 +176,9 @@ def trace_view(record: Mapping[str, Any], documents: Mapping[str, str] | None = 
     candidates = [c for c in record.get("candidates") or [] if isinstance(c, Mapping)]
     chosen = selected_index(record)
     raw_citations = record.get("citations")
-    cited = None if raw_citations is None else {str(c.get("id")) for c in raw_citations if isinstance(c, Mapping)}
+    cited = None if raw_citations is None else {  # {id, title, ...} objects, or bare ids
+        str(c.get("id")) if isinstance(c, Mapping) else str(c) for c in raw_citations
+    }
     texts = _texts(record, documents)
     best = max(
         (n for pid, text in texts.items() if cited and pid in cited for _, _, n in shared_counts(answer, text)),
