@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up selfrag in ./.venv on a fresh machine.
-#   bash scripts/setup.sh            the package, llama.cpp and the embedded model
+#   bash scripts/setup.sh            the package, llama.cpp, the embedded model and `selfrag serve`
 #   bash scripts/setup.sh --dev      everything the tests need as well (dense retrieval,
-#                                    the llama.cpp server, plotting, pytest)
+#                                    the llama.cpp server, plotting, pytest, the openai client,
+#                                    selenium; the browser test also needs apt's chromium)
 #   bash scripts/setup.sh --rebuild  build llama.cpp again even if a wheel for these flags exists
 #
 # llama.cpp is built portably: GGML_NATIVE=OFF and exactly the instruction sets this
@@ -18,11 +19,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 LLAMA_VERSION=${SELFRAG_LLAMA_CPP_VERSION:-0.3.36}
-extras="local"
+extras="local,serve"
 rebuild=0
 for arg in "$@"; do
   case "$arg" in
-    --dev) extras="local,server,dense,plot,dev" ;;
+    --dev) extras="local,serve,server,dense,plot,dev" ;;
     --rebuild) rebuild=1 ;;
     *) echo "setup.sh: unknown option $arg; use --dev and/or --rebuild" >&2; exit 2 ;;
   esac

@@ -1,0 +1,118 @@
+"""selfrag serve: an OpenAI-compatible endpoint and a web page that draws each method's trace."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ...errors import DataError, require
+from ..options import add_answer_options, config_from_args
+from .index import add_docs_options
+
+NAME = "serve"
+HELP = "serve methods over HTTP: an OpenAI-compatible API and a page that shows how a method answered"
+DESCRIPTION = (
+    "Answer questions over --docs or --index through POST /v1/chat/completions (OpenAI format; "
+    "`model` names the method) and POST /v1/ask, and serve a page at / that draws each answer's "
+    "trace (default method: self_rag). With --runs DIR, the page at /runs also opens run "
+    "directories. Listens on 127.0.0.1 "
+    "unless told otherwise; any other address needs an API key."
+)
+ORDER = 60
+DEFAULT_METHOD = "self_rag"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ...serve.settings import API_KEY_ENV, Limits
+
+    limits = Limits()
+    add_docs_options(parser, help="a folder of .txt/.md files or a JSONL file of {id?, title?, text}")
+    add_answer_options(parser)
+    parser.add_argument("--runs", metavar="DIR", help="also show the run directories under DIR (written by `selfrag run`)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    parser.add_argument(
+        "--api-key", metavar="KEY",
+        help=f"require 'Authorization: Bearer KEY' on every API call (default: ${API_KEY_ENV}); "
+        f"needed for any --host other than this machine (prefer ${API_KEY_ENV}: a flag shows in `ps`)",
+    )
+    parser.add_argument("--max-concurrent", type=int, default=limits.max_concurrent, metavar="N",
+                        help=f"questions answered at once; one more gets 429 (default {limits.max_concurrent})")
+    parser.add_argument("--timeout", type=float, default=limits.timeout_s, metavar="SECONDS",
+                        help=f"longest time one answer may take (default {limits.timeout_s:g})")
+    parser.add_argument("--max-question-chars", type=int, default=limits.max_question_chars, metavar="N",
+                        help=f"longest question accepted (default {limits.max_question_chars})")
+    parser.add_argument("--max-body-bytes", type=int, default=limits.max_body_bytes, metavar="N",
+                        help=f"largest request body accepted (default {limits.max_body_bytes})")
+
+
+def _answers(args: argparse.Namespace) -> bool:
+    """Whether this server answers questions (--runs alone only shows runs)."""
+    return not args.runs or any((args.docs, args.index, args.llm, args.method, args.config))
+
+
+def _build_answerer(args: argparse.Namespace, timeout_s: float):
+    from ...assemble import build_backend, build_retriever
+    from ...retrieval.store import load_corpus
+    from ...serve.answering import Answerer
+
+    if not args.method and not args.config:
+        args.method = DEFAULT_METHOD
+    cfg = config_from_args(args, cache_default=False)
+    documents = None
+    if args.docs:
+        documents = load_corpus(
+            args.docs,
+            include_hidden=args.include_hidden or cfg.data.include_hidden,
+            follow_external_links=args.follow_external_links or cfg.data.follow_external_links,
+        )
+    retriever = build_retriever(cfg, documents)
+    llm = build_backend(cfg)
+    warm_up = getattr(llm, "warm_up", None)
+    if callable(warm_up):
+        warm_up()  # load the model now, not on the first question
+    return Answerer(cfg, llm, retriever, timeout_s=timeout_s)
+
+
+def run(args: argparse.Namespace) -> int:
+    require("uvicorn", "serve", "selfrag serve")
+    require("starlette", "serve", "selfrag serve")
+    import uvicorn
+
+    from ...serve.app import create_app
+    from ...serve.settings import API_KEY_ENV, Limits, ServeSettings, check_bind
+    from ...serve.sockets import listen
+
+    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    check_bind(args.host, api_key)
+    limits = Limits(
+        max_body_bytes=args.max_body_bytes, max_question_chars=args.max_question_chars,
+        timeout_s=args.timeout, max_concurrent=args.max_concurrent,
+    )
+    runs_dir = None
+    if args.runs:
+        runs_dir = Path(args.runs).expanduser()
+        if not runs_dir.is_dir():
+            raise DataError(f"--runs {args.runs}: not a folder; give the folder `selfrag run` writes to (e.g. results/)")
+    if not _answers(args) and runs_dir is None:
+        raise DataError("give --docs PATH or --index DIR to answer questions, or --runs DIR to show runs")
+    if _answers(args) and not (args.docs or args.index):
+        raise DataError("give --docs PATH or --index DIR: the documents the server answers from")
+    answerer = _build_answerer(args, limits.timeout_s) if _answers(args) else None
+    settings = ServeSettings(host=args.host, port=args.port, api_key=api_key, limits=limits, runs_dir=runs_dir)
+    sock = listen(args.host, args.port)
+    port = sock.getsockname()[1]
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    what = ["page /"] if answerer else []
+    what += ["runs /runs"] if runs_dir else []
+    what += ["API /v1/chat/completions, /v1/ask"] if answerer else []
+    print(f"selfrag: serving on http://{shown}:{port} ({'; '.join(what)}); Ctrl-C stops", file=sys.stderr)
+    verbose = bool(getattr(args, "verbose", False))
+    config = uvicorn.Config(
+        create_app(settings, answerer), log_level="info" if verbose else "warning",
+        access_log=verbose, timeout_graceful_shutdown=5,
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+    return 0

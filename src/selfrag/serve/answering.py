@@ -1,0 +1,100 @@
+"""Answering questions for the server: one backend and one retriever, a method per name.
+
+Each method is built once, on its first question, and answers every later one
+(a method keeps no per-question state; what it learns once, such as
+``self_rag``'s calibrated retrieval threshold, is worth keeping). Every answer
+is bounded by the server's timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ..assemble import build_method
+from ..config import ExperimentConfig
+from ..methods.base import Method
+from ..methods.registry import available_methods
+from ..types import RAGResponse
+from .errors import ApiError
+from .progress import Progress, ProgressBackend, listener
+
+# Names an OpenAI client may send that mean "the server's own method".
+DEFAULT_ALIASES = frozenset({"", "selfrag", "default"})
+
+
+class Answerer:
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        llm: Any,
+        retriever: Any,
+        *,
+        timeout_s: float,
+        builder=build_method,
+    ) -> None:
+        self.cfg = cfg
+        self.llm = ProgressBackend(llm)
+        self.retriever = retriever
+        self.timeout_s = timeout_s
+        self.default_method = cfg.architecture.name
+        self._build = builder
+        self._methods: dict[str, Method] = {}
+
+    @staticmethod
+    def catalogue() -> dict[str, type[Method]]:
+        return available_methods()
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every method, in the shape of OpenAI's model list."""
+        return [
+            {
+                "id": name,
+                "object": "model",
+                "owned_by": "selfrag",
+                "description": cls.description,
+                "uses_retrieval": cls.uses_retrieval,
+                "available": self.retriever is not None or not cls.uses_retrieval,
+                "default": name == self.default_method,
+            }
+            for name, cls in self.catalogue().items()
+        ]
+
+    def resolve(self, name: Any) -> str:
+        if name is None or (isinstance(name, str) and name.strip().lower() in DEFAULT_ALIASES):
+            return self.default_method
+        if not isinstance(name, str) or name not in self.catalogue():
+            known = ", ".join(self.catalogue())
+            raise ApiError(404, f"unknown method {name!r}; the methods are: {known}", code="model_not_found", param="model")
+        return name
+
+    def method(self, name: str) -> Method:
+        method = self._methods.get(name)
+        if method is None:
+            cls = self.catalogue()[name]
+            if cls.uses_retrieval and self.retriever is None:
+                raise ApiError(
+                    400, f"method {name} retrieves passages, and this server has no documents "
+                    "(start it with --docs PATH or --index DIR)", code="no_documents", param="model",
+                )
+            method = self._build(self.cfg, self.llm, self.retriever, name=name)
+            self._methods[name] = method
+        return method
+
+    async def answer(self, question: str, method_name: str, progress: Progress | None = None) -> RAGResponse:
+        """The method's answer, within the timeout; ``progress`` hears about every model call."""
+        method = self.method(method_name)
+        token = listener.set(progress)
+        try:
+            # The listener is copied into the task the timeout runs the answer in.
+            return await asyncio.wait_for(method.answer(question), timeout=self.timeout_s)
+        except TimeoutError:
+            raise ApiError(
+                504, f"no answer within {self.timeout_s:g} s (--timeout); try a cheaper method or a shorter question",
+                code="timeout",
+            ) from None
+        finally:
+            listener.reset(token)
+
+    async def aclose(self) -> None:
+        await self.llm.aclose()

@@ -1,0 +1,94 @@
+"""Bounds on requests: body size, JSON shape, question length, questions in flight."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from starlette.requests import Request
+
+from .errors import ApiError
+
+
+class Gate:
+    """At most ``capacity`` questions at once; one more is refused with 429 at once, never queued."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.in_flight = 0
+        self.refused = 0
+
+    @property
+    def full(self) -> bool:
+        return self.in_flight >= self.capacity
+
+    def enter(self) -> None:
+        # One event loop, no await between the test and the increment: no lock needed.
+        if self.full:
+            self.refused += 1
+            raise ApiError(
+                429,
+                f"the server is answering {self.in_flight} questions, its limit (--max-concurrent); try again shortly",
+                code="too_many_requests",
+                headers={"Retry-After": "1"},
+            )
+        self.in_flight += 1
+
+    def leave(self) -> None:
+        self.in_flight -= 1
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        self.enter()
+        try:
+            yield
+        finally:
+            self.leave()
+
+
+async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
+    """The request's JSON object, refusing other content types, oversized bodies and bad JSON.
+
+    Requiring ``application/json`` also keeps other web sites out: a browser
+    sends that type across sites only after asking (CORS), which this server
+    never allows.
+    """
+    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if ctype != "application/json":
+        raise ApiError(415, "send the body as JSON with 'Content-Type: application/json'", code="unsupported_media_type")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > max_bytes:
+            raise ApiError(413, f"the request body is over the limit of {max_bytes} bytes", code="body_too_large")
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ApiError(400, f"the body is not valid JSON ({getattr(exc, 'msg', 'not UTF-8')})", code="bad_json") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, f"the body must be a JSON object, not {type(data).__name__}", code="bad_json")
+    return data
+
+
+def check_question(text: Any, max_chars: int, *, param: str = "question") -> str:
+    if not isinstance(text, str):
+        raise ApiError(400, f"'{param}' must be a string", param=param, code="bad_question")
+    if not text.strip():
+        raise ApiError(400, "the question is empty; give some text to answer", param=param, code="bad_question")
+    if len(text) > max_chars:
+        raise ApiError(
+            400, f"the question is {len(text)} characters; the limit is {max_chars} (--max-question-chars)",
+            param=param, code="question_too_long",
+        )
+    return text.strip()
+
+
+def flag(body: dict[str, Any], key: str, default: bool = False) -> bool:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ApiError(400, f"'{key}' must be true or false", param=key)
+    return value

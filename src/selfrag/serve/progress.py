@@ -1,0 +1,65 @@
+"""Live progress of one question: each model call reported as it comes back.
+
+The server wraps its backend once in :class:`ProgressBackend`; a request that
+wants progress sets :data:`listener` for the task that answers it. Tasks a
+method starts copy the context, so calls made in parallel report to the same
+question's listener and never to another's.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..llm.base import LLMRequest, RequestGenerator
+from ..types import Generation
+
+
+@dataclass
+class Progress:
+    """What a question has cost so far; ``report`` is called after every call."""
+
+    report: Callable[[dict[str, Any]], None]
+    calls: int = 0
+    tokens: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    def call_done(self, gen: Generation) -> None:
+        self.calls += 1
+        self.tokens += gen.total_tokens
+        self.report({
+            "calls": self.calls,
+            "tokens": self.tokens,
+            "elapsed_ms": round((time.perf_counter() - self.started) * 1000, 1),
+        })
+
+
+listener: contextvars.ContextVar[Progress | None] = contextvars.ContextVar("selfrag_serve_progress", default=None)
+
+
+class ProgressBackend(RequestGenerator):
+    """Behaves exactly like ``inner``; tells the current question's listener about each call."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        # Capabilities, model name, tokenizer and the rest come from the inner backend.
+        return getattr(self.inner, name)
+
+    @property
+    def spec(self) -> str:
+        return self.inner.spec
+
+    async def generate_request(self, request: LLMRequest) -> Generation:
+        gen = await self.inner.generate_request(request)
+        progress = listener.get()
+        if progress is not None:
+            progress.call_done(gen)
+        return gen
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -1,0 +1,178 @@
+"""Answering routes: ``/v1/chat/completions`` (OpenAI), ``/v1/ask``, ``/v1/methods``, ``/health``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .. import __version__
+from ..methods.registry import available_methods
+from . import openai_format as oai
+from .answering import Answerer
+from .errors import ApiError, as_api_error, error_body
+from .limits import check_question, flag, read_json
+from .payload import answer_payload
+from .progress import Progress
+from .sse import DONE, PING, SlotStream, event, pieces
+from .state import ServerState, server_state
+
+# Seconds between keep-alive comments while a method works on a streamed answer.
+PING_INTERVAL = 10.0
+
+
+def need_answerer(st: ServerState) -> Answerer:
+    if st.answerer is None:
+        raise ApiError(
+            503, "this server shows runs only; start it with --docs PATH or --index DIR to answer questions",
+            code="answering_off",
+        )
+    return st.answerer
+
+
+async def health(request: Request) -> Response:
+    st = server_state(request)
+    return JSONResponse({
+        "status": "ok",
+        "version": __version__,
+        "answering": st.answerer is not None,
+        "default_method": st.answerer.default_method if st.answerer else None,
+        "runs": st.settings.runs_dir is not None,
+        "auth_required": st.settings.auth_required,
+        "in_flight": st.gate.in_flight,
+        "limits": {
+            "max_concurrent": st.settings.limits.max_concurrent,
+            "max_question_chars": st.settings.limits.max_question_chars,
+            "max_body_bytes": st.settings.limits.max_body_bytes,
+            "timeout_s": st.settings.limits.timeout_s,
+        },
+    })
+
+
+async def methods(request: Request) -> Response:
+    st = server_state(request)
+    if st.answerer is not None:
+        data = st.answerer.describe()
+    else:
+        data = [{"id": n, "object": "model", "owned_by": "selfrag", "description": c.description,
+                 "uses_retrieval": c.uses_retrieval, "available": False, "default": False}
+                for n, c in available_methods().items()]
+    return JSONResponse({"object": "list", "data": data})
+
+
+async def _answer_now(st: ServerState, answerer: Answerer, question: str, name: str) -> dict[str, Any]:
+    with st.gate.slot():
+        try:
+            response = await answerer.answer(question, name)
+        except Exception as exc:
+            raise as_api_error(exc) from None
+    return answer_payload(response)
+
+
+def _start(st: ServerState, model: Any) -> tuple[Answerer, str]:
+    answerer = need_answerer(st)
+    name = answerer.resolve(model)
+    answerer.method(name)  # built now, so a method that cannot answer here is a status, not a broken stream
+    return answerer, name
+
+
+async def ask(request: Request) -> Response:
+    st = server_state(request)
+    need_answerer(st)
+    body = await read_json(request, st.settings.limits.max_body_bytes)
+    question = check_question(body.get("question"), st.settings.limits.max_question_chars)
+    answerer, name = _start(st, body.get("method"))
+    if not flag(body, "stream"):
+        return JSONResponse(await _answer_now(st, answerer, question, name))
+    st.gate.enter()
+    return SlotStream(_ask_events(answerer, question, name), st.gate.leave)
+
+
+async def _run_with_progress(answerer: Answerer, question: str, name: str) -> AsyncIterator[tuple[str, Any]]:
+    """("progress", {...}) after each model call, pings while waiting, then ("result" | "error", ...)."""
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    task = asyncio.ensure_future(answerer.answer(question, name, Progress(report=queue.put_nowait)))
+    getter: asyncio.Future | None = None
+    try:
+        while not task.done():
+            getter = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait({task, getter}, timeout=PING_INTERVAL, return_when=asyncio.FIRST_COMPLETED)
+            if getter in done:
+                yield "progress", getter.result()
+            else:
+                getter.cancel()
+                if not done:
+                    yield "ping", None
+        while not queue.empty():
+            yield "progress", queue.get_nowait()
+        try:
+            response = task.result()
+        except Exception as exc:
+            err = as_api_error(exc)
+            yield "error", error_body(err.status, err.message, code=err.code)
+            return
+        yield "result", response
+    finally:
+        if getter is not None and not getter.done():
+            getter.cancel()
+        if not task.done():
+            task.cancel()  # the client went away: stop working on its question
+
+
+async def _ask_events(answerer: Answerer, question: str, name: str) -> AsyncIterator[bytes]:
+    yield event({"method": name, "question": question}, "start")
+    async for kind, value in _run_with_progress(answerer, question, name):
+        if kind == "ping":
+            yield PING
+        elif kind == "progress":
+            yield event(value, "progress")
+        elif kind == "error":
+            yield event(value, "error")
+        else:
+            yield event(answer_payload(value), "result")
+
+
+async def chat_completions(request: Request) -> Response:
+    st = server_state(request)
+    need_answerer(st)
+    body = await read_json(request, st.settings.limits.max_body_bytes)
+    chat = oai.parse_chat(body, st.settings.limits.max_question_chars)
+    answerer, name = _start(st, chat.model)
+    cid, created = oai.new_id()
+    if not chat.stream:
+        data = await _answer_now(st, answerer, chat.question, name)
+        return JSONResponse(oai.completion(data, cid=cid, created=created, model=name))
+    st.gate.enter()
+    return SlotStream(_chat_chunks(answerer, chat, name, cid, created), st.gate.leave)
+
+
+async def _chat_chunks(answerer: Answerer, chat: oai.ChatRequest, name: str, cid: str, created: int) -> AsyncIterator[bytes]:
+    ids = {"cid": cid, "created": created, "model": name}
+    yield event(oai.chunk(**ids, delta={"role": "assistant", "content": ""}))
+    async for kind, value in _run_with_progress(answerer, chat.question, name):
+        if kind == "ping":
+            yield PING
+        elif kind == "error":
+            yield event(value)  # OpenAI clients raise an APIError on {"error": ...}
+            return
+        elif kind == "result":
+            data = answer_payload(value)
+            for piece in pieces(data["answer"]):
+                yield event(oai.chunk(**ids, delta={"content": piece}))
+            yield event(oai.chunk(**ids, delta={}, finish="stop", citations=oai.citations(data), selfrag=data))
+            if chat.include_usage:
+                yield event(oai.chunk(**ids, delta=None, usage=oai.usage(data)))
+    yield DONE
+
+
+ROUTES = [
+    Route("/health", health, methods=["GET"]),
+    Route("/v1/methods", methods, methods=["GET"]),
+    Route("/v1/models", methods, methods=["GET"]),
+    Route("/v1/ask", ask, methods=["POST"]),
+    Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+]

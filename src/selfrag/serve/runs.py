@@ -1,0 +1,180 @@
+"""The run directories under ``--runs``, read with selfrag's own readers, never outside it.
+
+A run is named by its path relative to the root (``a``, ``quality/embedded/self_rag``).
+:meth:`RunsRoot.resolve` is the only way from a name to a folder: it refuses
+absolute paths, ``..``, hidden parts and anything whose real path (links
+followed) is not inside the root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..eval.report import compare_row, load_run
+from ..eval.results import (
+    CONFIG_FILE,
+    PREDICTIONS_FILE,
+    SUMMARY_FILE,
+    read_json,
+    read_predictions,
+    unique_records,
+)
+from .errors import ApiError
+from .view import trace_view
+
+MAX_DEPTH = 6
+MAX_RUNS = 1000
+# The metric that says whether an answer is right, first one present wins.
+CORRECTNESS = ("accuracy", "match", "em")
+
+
+class RunsRoot:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).expanduser().resolve()
+
+    # -- names to folders -------------------------------------------------------------
+
+    def resolve(self, run_id: Any) -> Path:
+        if not isinstance(run_id, str) or not run_id.strip() or len(run_id) > 1000:
+            raise ApiError(400, "give a run: ?run=NAME, a path inside the runs folder", param="run")
+        parts = run_id.split("/")
+        if (
+            run_id.startswith("/")
+            or "\\" in run_id
+            or "\x00" in run_id
+            or any(p in ("", ".", "..") or p.startswith(".") for p in parts)
+        ):
+            raise ApiError(400, f"run {run_id!r} is not a plain path inside the runs folder (no '..', no '/' first)",
+                           param="run", code="bad_run")
+        path = (self.root / run_id).resolve()
+        if not path.is_relative_to(self.root):
+            raise ApiError(403, f"run {run_id!r} is outside the runs folder", param="run", code="outside_runs")
+        if not (path / CONFIG_FILE).is_file():
+            raise ApiError(404, f"no run {run_id!r} in the runs folder", param="run", code="no_run")
+        return path
+
+    def _walk(self, folder: Path, depth: int) -> Iterator[Path]:
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name.startswith(".") or entry.is_symlink() or not entry.is_dir():
+                continue
+            if (entry / CONFIG_FILE).is_file():
+                yield entry
+            elif depth < MAX_DEPTH:
+                yield from self._walk(entry, depth + 1)
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every run under the root (up to MAX_RUNS), with what its summary.json says."""
+        out = []
+        for path in self._walk(self.root, 1):
+            facts: dict[str, Any] = {}
+            if (path / SUMMARY_FILE).is_file():
+                try:
+                    facts = read_json(path / SUMMARY_FILE)
+                except Exception:  # a half-written summary: list the run all the same
+                    facts = {}
+            metrics = facts.get("metrics") if isinstance(facts.get("metrics"), dict) else {}
+            out.append({
+                "id": path.relative_to(self.root).as_posix(),
+                "method": facts.get("method"),
+                "model": facts.get("model"),
+                "dataset": facts.get("dataset"),
+                "n_answered": facts.get("n_answered"),
+                "em": metrics.get("em"),
+                "f1": metrics.get("f1"),
+            })
+            if len(out) >= MAX_RUNS:
+                break
+        return out
+
+    # -- one run ----------------------------------------------------------------------
+
+    def records(self, run_id: str) -> list[dict[str, Any]]:
+        records, _ = unique_records(read_predictions(self.resolve(run_id) / PREDICTIONS_FILE))
+        return records
+
+    def summary(self, run_id: str) -> dict[str, Any]:
+        summary = load_run(self.resolve(run_id))
+        summary["run_dir"] = run_id  # the name, not where it is on this machine
+        return summary
+
+    def table(self, run_id: str) -> dict[str, Any]:
+        summary = self.summary(run_id)
+        return {"run": run_id, "summary": summary, "row": compare_row(summary),
+                "questions": [row(r) for r in self.records(run_id)]}
+
+    def question(self, run_id: str, qid: Any) -> dict[str, Any]:
+        for rec in self.records(run_id):
+            if str(rec.get("id")) == qid:
+                return {"run": run_id, "record": rec, "view": trace_view(rec)}
+        raise ApiError(404, f"run {run_id!r} has no question {qid!r}", param="id", code="no_question")
+
+    def compare(self, a: str, b: str) -> dict[str, Any]:
+        """Two runs question by question (joined by question id, in the first run's order)."""
+        first, second = self.records(a), {str(r["id"]): r for r in self.records(b)}
+        pairs = []
+        for rec in first:
+            other = second.get(str(rec["id"]))
+            if other is None:
+                continue
+            left, right = row(rec), row(other)
+            pairs.append({
+                "id": rec["id"], "question": rec.get("question"), "gold": rec.get("gold"),
+                "a": left, "b": right, "outcome": _outcome(left["correct"], right["correct"]),
+                "f1_delta": _delta(left["f1"], right["f1"]),
+            })
+        return {
+            "a": {"run": a, "row": compare_row(self.summary(a))},
+            "b": {"run": b, "row": compare_row(self.summary(b))},
+            "questions": pairs,
+            "only_in_a": len(first) - len(pairs),
+            "only_in_b": len(second) - len(pairs),
+        }
+
+
+def correct(metrics: dict[str, Any]) -> bool | None:
+    for key in CORRECTNESS:
+        value = metrics.get(key)
+        if isinstance(value, (int, float)):
+            return value >= 1
+    return None
+
+
+def row(rec: dict[str, Any]) -> dict[str, Any]:
+    """One question of a run as a table row (no trace)."""
+    metrics = rec.get("metrics") if isinstance(rec.get("metrics"), dict) else {}
+    acc = rec.get("accounting") if isinstance(rec.get("accounting"), dict) else {}
+    error = rec.get("error")
+    return {
+        "id": rec.get("id"),
+        "question": rec.get("question"),
+        "gold": rec.get("gold"),
+        "prediction": rec.get("prediction"),
+        "type": rec.get("type"),
+        "error": error.get("message") if isinstance(error, dict) else None,
+        "abstained": rec.get("abstained") is True,
+        "correct": None if error else correct(metrics),
+        "em": metrics.get("em"),
+        "f1": metrics.get("f1"),
+        "latency_ms": acc.get("latency_ms"),
+        "cost_usd": acc.get("cost_usd"),
+        "llm_calls": acc.get("llm_calls"),
+        "retrieved": acc.get("retrieved"),
+    }
+
+
+def _outcome(a: bool | None, b: bool | None) -> str:
+    if a is None or b is None:
+        return "unscored"
+    return {(True, True): "both right", (True, False): "a only", (False, True): "b only"}.get((a, b), "both wrong")
+
+
+def _delta(a: Any, b: Any) -> float | None:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return round(b - a, 4)
+    return None

@@ -1,0 +1,86 @@
+// The ask page: send a question to /v1/ask as a stream, show progress, then the answer and its trace.
+"use strict";
+
+(function () {
+  const { el, fmt } = window.SR;
+  const $ = (id) => document.getElementById(id);
+
+  function setState(state) {
+    $("answer-card").dataset.state = state;
+    $("ask").disabled = state === "working";
+  }
+
+  function showAnswer(data) {
+    $("answer").textContent = data.answer;
+    const cites = window.SR.clear($("citations"));
+    if ((data.citations || []).length) {
+      cites.append(el("span", { class: "muted small", text: "cites " }));
+      for (const c of data.citations) cites.append(el("span", { class: "chip", "data-id": c.id, text: c.title || c.id }));
+    }
+    $("meta").textContent = [
+      data.method, data.model, data.num_llm_calls + " LLM calls", data.num_retrieval_calls + " retrievals",
+      data.total_tokens + " tokens", fmt.usd(data.total_cost_usd), fmt.ms(data.latency_ms),
+    ].join(" · ");
+    window.SR.renderTrace($("trace"), data.view);
+  }
+
+  async function ask(event) {
+    event.preventDefault();
+    const question = $("question").value.trim();
+    if (!question) return;
+    setState("working");
+    $("answer-card").hidden = false;
+    $("answer").textContent = "";
+    window.SR.clear($("citations"));
+    $("meta").textContent = "";
+    window.SR.clear($("trace"));
+    $("status").textContent = "thinking…";
+    let finished = false;
+    try {
+      await window.SR.postEvents("/v1/ask", { question, method: $("method").value, stream: true }, (name, data) => {
+        if (name === "progress") {
+          $("status").textContent = `thinking… ${data.calls} model call${data.calls === 1 ? "" : "s"}, ${data.tokens} tokens, ${fmt.ms(data.elapsed_ms)}`;
+        } else if (name === "result") {
+          finished = true;
+          showAnswer(data);
+          $("status").textContent = "done";
+          setState("done");
+        } else if (name === "error") {
+          throw new Error(data.error ? data.error.message : "the server reported an error");
+        }
+      });
+      if (!finished) throw new Error("the answer stream ended early");
+    } catch (err) {
+      $("status").textContent = "";
+      $("answer").textContent = "Error: " + err.message;
+      setState("error");
+    }
+  }
+
+  async function main() {
+    const health = await window.SR.start($("key-box"));
+    if (!health.answering) {
+      $("off").hidden = false;
+      $("ask-form").hidden = true;
+      return;
+    }
+    const select = $("method");
+    try {
+      const methods = await window.SR.getJSON("/v1/methods");
+      for (const m of methods.data) {
+        if (!m.available) continue;
+        select.append(el("option", { value: m.id, selected: m.default, title: m.description, text: m.id }));
+      }
+    } catch (err) {
+      select.append(el("option", { value: health.default_method, text: health.default_method }));
+      $("status").textContent = err.message;
+    }
+    $("ask-form").addEventListener("submit", ask);
+    $("question").addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("ask-form").requestSubmit(); }
+    });
+    document.body.dataset.ready = "yes";
+  }
+
+  main().catch((err) => { $("status").textContent = "cannot reach the server: " + err.message; });
+})();
