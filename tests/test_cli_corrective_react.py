@@ -78,7 +78,7 @@ def test_ask_self_corrective_exhaustion_with_set_and_trace(tmp_path, docs_jsonl,
         "--llm", script(tmp_path, responses), "--set", "self_corrective.max_iterations=1", "--trace",
     )
     assert code == 0, err
-    assert out.startswith("x\n")
+    assert out.startswith("x [1][2]\n")  # markers for the two cited passages
     assert "reflect" in out and "select_documents" in out and "reformulate" not in out
 
 

@@ -229,7 +229,7 @@ def test_cli_ask_prints_segments_candidates_and_beams(tmp_path, capsys):
     ])
     out = capsys.readouterr().out
     assert code == 0
-    assert out.startswith("Mars is small. It has two moons.\n")
+    assert out.startswith("Mars is small. It has two moons. [1][2]\n")  # cites both retrieved passages
     for text in (
         "critique_source: reflection_tokens",
         "CONTINUE WITH THE SAME PASSAGES",
