@@ -231,16 +231,14 @@ def support_rows(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def gold_titles(path: Path) -> dict[str, set[str]]:
-    """Question id -> titles of its gold supporting paragraphs (HotpotQA JSONL)."""
+    """Question id -> titles of its gold supporting paragraphs, as the HotpotQA loader reads them."""
     if not path.is_file():
         return {}
-    out = {}
-    for r in read_jsonl(path):
-        facts = r.get("supporting_facts") or []
-        # Either the original [[title, sentence], ...] or the {"title": [...], "sent_id": [...]} layout.
-        titles = facts.get("title", []) if isinstance(facts, dict) else [f[0] for f in facts if f]
-        out[str(r.get("_id") or r.get("id"))] = {str(t) for t in titles}
-    return out
+    from selfrag.config import DataSection
+    from selfrag.eval.datasets import load_dataset
+
+    questions = load_dataset(DataSection(dataset="hotpotqa", path=str(path))).questions
+    return {q.id: set(q.metadata.get("supporting_titles") or []) for q in questions}
 
 
 def evidence_rows(runs: dict[str, list[dict[str, Any]]], gold: dict[str, set[str]]) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..llm.base import LLMRequest, RequestGenerator
+from ..llm.base import CallObserver
 from ..types import Generation
 from .results import writing
 
@@ -124,26 +124,16 @@ class Ledger:
         self.close()
 
 
-class LedgerBackend(RequestGenerator):
+class LedgerBackend(CallObserver):
     """Wraps the run's backend (outside the cache): every call that returns goes into the ledger."""
 
     def __init__(self, inner: Any, ledger: Ledger | None = None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.ledger = ledger  # set once the run directory exists; calls before that are not filed
 
-    def __getattr__(self, name: str) -> Any:
-        # Capabilities, model name, count_tokens and the rest come from the inner backend.
-        return getattr(self.inner, name)
-
-    @property
-    def spec(self) -> str:
-        return self.inner.spec
-
-    async def generate_request(self, request: LLMRequest) -> Generation:
-        gen = await self.inner.generate_request(request)
+    def observe(self, gen: Generation) -> None:
         if self.ledger is not None:
             self.ledger.call(current_question.get(), gen)
-        return gen
 
     async def aclose(self) -> None:
         await self.inner.aclose()

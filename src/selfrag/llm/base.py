@@ -192,6 +192,33 @@ class RequestGenerator:
         return await self.generate_request(request)
 
 
+class CallObserver(RequestGenerator):
+    """Behaves exactly like ``inner`` and hands every returned generation to :meth:`observe`.
+
+    The base of wrappers that watch calls without changing them (the run's
+    ledger, the server's progress events).
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        # Capabilities, model name, count_tokens and the rest come from the inner backend.
+        return getattr(self.inner, name)
+
+    @property
+    def spec(self) -> str:
+        return self.inner.spec
+
+    def observe(self, gen: Generation) -> None:
+        raise NotImplementedError
+
+    async def generate_request(self, request: LLMRequest) -> Generation:
+        gen = await self.inner.generate_request(request)
+        self.observe(gen)
+        return gen
+
+
 class BaseBackend(RequestGenerator):
     """Shared behaviour; subclasses implement :meth:`_generate`."""
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..llm.base import LLMRequest, RequestGenerator
+from ..llm.base import CallObserver
 from ..types import Generation
 
 
@@ -40,26 +40,13 @@ class Progress:
 listener: contextvars.ContextVar[Progress | None] = contextvars.ContextVar("selfrag_serve_progress", default=None)
 
 
-class ProgressBackend(RequestGenerator):
+class ProgressBackend(CallObserver):
     """Behaves exactly like ``inner``; tells the current question's listener about each call."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        # Capabilities, model name, tokenizer and the rest come from the inner backend.
-        return getattr(self.inner, name)
-
-    @property
-    def spec(self) -> str:
-        return self.inner.spec
-
-    async def generate_request(self, request: LLMRequest) -> Generation:
-        gen = await self.inner.generate_request(request)
+    def observe(self, gen: Generation) -> None:
         progress = listener.get()
         if progress is not None:
             progress.call_done(gen)
-        return gen
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -9,10 +9,9 @@ import sys
 
 from ...assemble import build_backend, build_method, build_retriever
 from ...errors import DataError
-from ...retrieval.store import load_corpus
 from ..options import add_answer_options, config_from_args
 from ..output import print_response, response_json
-from .index import add_docs_options
+from .index import add_docs_options, load_docs
 
 NAME = "ask"
 HELP = "answer one question over a folder or JSONL file of documents"
@@ -34,13 +33,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args, cache_default=False)
     if not args.question.strip():
         raise DataError("the question is empty; give some text to answer")
-    documents = None
-    if args.docs:
-        documents = load_corpus(
-            args.docs,
-            include_hidden=args.include_hidden or cfg.data.include_hidden,
-            follow_external_links=args.follow_external_links or cfg.data.follow_external_links,
-        )
+    documents = load_docs(args, cfg)
     llm = build_backend(cfg)
     retriever = build_retriever(cfg, documents)
     method = build_method(cfg, llm, retriever)

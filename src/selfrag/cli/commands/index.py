@@ -37,6 +37,21 @@ def add_retriever_options(parser: argparse.ArgumentParser, *, default: str | Non
     parser.add_argument("--dense-weight", type=float, metavar="W", help="hybrid weighted: dense weight (default 0.5)")
 
 
+def load_docs(args: argparse.Namespace, cfg=None):
+    """The documents ``--docs`` names (None without it), with the folder options of ``args``
+    or, where a flag is not given, of the config's ``data`` section."""
+    if not args.docs:
+        return None
+    from ...retrieval.store import load_corpus
+
+    data = cfg.data if cfg is not None else None
+    return load_corpus(
+        args.docs,
+        include_hidden=args.include_hidden or bool(data and data.include_hidden),
+        follow_external_links=args.follow_external_links or bool(data and data.follow_external_links),
+    )
+
+
 def add_docs_options(parser: argparse.ArgumentParser, *, required: bool = False, help: str | None = None) -> None:
     """``--docs PATH`` and what a documents folder may include (shared with ask)."""
     parser.add_argument(
@@ -90,14 +105,11 @@ def _build(args: argparse.Namespace) -> int:
     from ...assemble import retriever_options
     from ...retrieval.persist import check_build_paths, read_manifest, save_index
     from ...retrieval.registry import create_retriever, get_kind
-    from ...retrieval.store import load_corpus
 
     cfg = retrieval_config(args)
     # Refuse an --out that is not an index (or overlaps --docs) before any work is done.
     check_build_paths(args.out, args.docs)
-    documents = load_corpus(
-        args.docs, include_hidden=args.include_hidden, follow_external_links=args.follow_external_links
-    )
+    documents = load_docs(args)
     options = retriever_options(cfg)
     if get_kind(cfg.retrieval.method).takes("show_progress"):
         options["show_progress"] = False if args.quiet else None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ...errors import DataError, require
 from ..options import add_answer_options, config_from_args
-from .index import add_docs_options
+from .index import add_docs_options, load_docs
 
 NAME = "serve"
 HELP = "serve methods over HTTP: an OpenAI-compatible API and a page that shows how a method answered"
@@ -55,19 +55,12 @@ def _answers(args: argparse.Namespace) -> bool:
 
 def _build_answerer(args: argparse.Namespace, timeout_s: float):
     from ...assemble import build_backend, build_retriever
-    from ...retrieval.store import load_corpus
     from ...serve.answering import Answerer
 
     if not args.method and not args.config:
         args.method = DEFAULT_METHOD
     cfg = config_from_args(args, cache_default=False)
-    documents = None
-    if args.docs:
-        documents = load_corpus(
-            args.docs,
-            include_hidden=args.include_hidden or cfg.data.include_hidden,
-            follow_external_links=args.follow_external_links or cfg.data.follow_external_links,
-        )
+    documents = load_docs(args, cfg)
     retriever = build_retriever(cfg, documents)
     llm = build_backend(cfg)
     warm_up = getattr(llm, "warm_up", None)
