@@ -11,6 +11,7 @@ from quality_runs import BASELINE, DATASETS
 METRIC_NAMES = {"em": "EM", "f1": "F1", "accuracy": "accuracy", "yesno": "yes/no acc."}
 # Columns per dataset: quality metrics shown, the compared metric comes from the Dataset.
 SHOWN = {"hotpotqa": ("em", "f1"), "hotpotqa_yesno": ("yesno", "em", "f1"),
+         "hotpotqa_mix": ("em", "f1"),
          "pubmedqa": ("accuracy",), "mmlu_evidence": ("accuracy",)}
 
 

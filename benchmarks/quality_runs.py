@@ -68,7 +68,9 @@ VARIANT_LIST = [
             "critic, always retrieves"),
     Variant("self_rag_critic_text", "self_rag_critic.yaml", ("self_rag_critic.critic.source=text",),
             "critic reading generated text labels"),
-    Variant("self_rag_abstain", "self_rag.yaml", ("self_rag.abstain_below=partially_supported",),
+    Variant("self_rag_abstain", "self_rag.yaml", ("self_rag.abstain_min_relevance=0.7",),
+            "abstains unless a passage's fused relevance reaches 0.7"),
+    Variant("self_rag_abstain_support", "self_rag.yaml", ("self_rag.abstain_below=partially_supported",),
             "abstains unless a candidate is at least partially supported"),
 ]
 VARIANTS = {v.name: v for v in VARIANT_LIST}

@@ -139,6 +139,12 @@ def test_every_variant_config_exists():
     assert quality_runs.missing_configs() == []
 
 
+def test_every_dataset_has_report_columns():
+    # A dataset without columns crashed the report after its first run (hotpotqa_mix did).
+    assert set(quality_runs.DATASETS) <= set(quality_report.SHOWN)
+    assert all(m in quality_report.METRIC_NAMES for cols in quality_report.SHOWN.values() for m in cols)
+
+
 def _report_row(variant, rows, baseline, target_n):
     row = qs.summarize_rows(rows, target_n=target_n, metrics=("em", "f1"))
     row.update(dataset="hotpotqa", variant=variant, note="", remark="", model="m.gguf")

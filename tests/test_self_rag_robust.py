@@ -323,3 +323,33 @@ async def test_abstention_is_off_by_default_and_not_shaped_as_yes_or_no(two_hop_
     script = joint_script(director_support="no support", joint_support="no support")
     response = await create_method("self_rag", ScriptedBackend(script), two_hop_retriever, cfg).answer(yes_no_q)
     assert response.abstained is True and response.answer == "insufficient evidence"
+
+
+async def test_abstains_when_no_passage_reaches_the_relevance_floor(two_hop_retriever):
+    # Titles "Doc 1".."Doc 3" are not named in the question nor linked: the best fused relevance
+    # is passage 1's (verdict relevant = 1, prior = (score share 1 + 0 + 0) / 3), i.e. 2/3.
+    llm = ScriptedBackend(joint_script())
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_min_relevance": 0.7}}
+    response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(TWO_HOP)
+    assert response.abstained is True and response.answer == "insufficient evidence"
+    assert response.citations == ()
+    assert response.num_llm_calls == 2 * 3  # the joint candidate is never written
+    step = next(s for s in response.reasoning_chain if s.action == "abstain")
+    assert step.details["abstain_reason"] == "no passage's fused relevance reaches 0.7 (best 0.67)"
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_min_relevance": 0.6}}
+    response = await create_method("self_rag", ScriptedBackend(joint_script()), two_hop_retriever, cfg).answer(TWO_HOP)
+    assert response.abstained is False and response.answer == "South Shields"
+
+
+async def test_the_relevance_floor_passes_a_passage_named_in_the_question(static_retriever_factory):
+    docs = tuple(Document(id=str(i), title=title, text=t) for i, (title, t) in enumerate(
+        (("Alien (film)", DOC_DIRECTOR), ("Ridley Scott", DOC_BIRTH), ("Nostromo", DOC_OTHER)), start=1))
+    retriever = static_retriever_factory(
+        RetrievalResult(documents=docs, scores=(3.0, 2.0, 1.0), query="q", retrieval_time_ms=0.0, method="bm25"))
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_min_relevance": 0.7}}
+    response = await create_method("self_rag", ScriptedBackend(joint_script()), retriever, cfg).answer(TWO_HOP)
+    # "Alien" is named in the question: prior (score share 1 + named 1 + linked 0) / 3 = 2/3,
+    # fused (verdict 1 + 2/3) / 2 = 0.8333.
+    assert response.abstained is False and response.answer == "South Shields"
+    ranked = next(s for s in response.reasoning_chain if s.action == "rank_evidence")
+    assert ranked.details["passages"][0]["fused"] == 0.8333

@@ -24,6 +24,11 @@ Around the mode, the pipeline is the same:
    none is left, one answer is written over all retrieved passages.
 5. **Select** by the mode's rule.
 
+Abstention (off by default, as in the seeds): ``abstain_min_relevance`` answers
+"insufficient evidence" when no passage's fused relevance reaches it (checked
+before the joint candidate is written, so it also saves those calls);
+``abstain_below`` when no usable candidate's support verdict reaches that level.
+
 Budgets (``combined``, n candidates, joint on): ``1 + 2(n + 1)`` calls with
 retrieval, 2 without; ``joint_candidate: false`` gives seed 000's ``1 + 2n``.
 """
@@ -46,7 +51,7 @@ from .concurrency import gather_in_order
 from .context import answer_over
 from .registry import register
 from .self_rag_decision import DEFAULT_THRESHOLD, Calibration, decide_retrieval, decision_template
-from .self_rag_evidence import rank_evidence, verdicts
+from .self_rag_evidence import Ranked, rank_evidence, verdicts
 from .self_rag_modes import MODES, Passages
 from .text import clean_answer
 from .trace import Run
@@ -77,9 +82,12 @@ class SelfRAGConfig(MethodConfig):
     # adaptive, and the question came with its own documents (a dataset's contexts):
     # retrieve without asking, since whoever asked supplied the evidence.
     retrieve_own_evidence: bool = True
-    # Abstention (issue 17; off, as in the seeds): when no usable candidate has a support
-    # verdict at least this good, answer ABSTAIN_ANSWER and record abstained: true.
+    # Abstention (issue 17; off, as in the seeds): answer ABSTAIN_ANSWER and record
+    # abstained: true when no usable candidate has a support verdict at least this good ...
     abstain_below: Literal["partially_supported", "fully_supported"] | None = None
+    # ... or when no retrieved passage's fused relevance (verdict and lexical evidence,
+    # self_rag_evidence.py) reaches this (checked before the joint candidate is written).
+    abstain_min_relevance: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
 
 
 def cited_passages(best: Candidate | None, docs: list[Document]) -> list[Document] | None:
@@ -148,14 +156,20 @@ class SelfRAG(Method):
                 action_input=f"{len(docs)} documents",
                 observation="Answering without context (relevant_docs_count = 0).",
             )
-            if self.config.abstain_below:
+            if self._abstains:
                 return self._abstain(run, len(docs), [], "every retrieved passage was judged irrelevant")
             answer = await self._direct_answer(question, run, "No relevant documents; answer without context.")
             return Outcome(answer=answer, retrieval_needed=True, details=self._details(True, len(docs), [], None))
 
         per_passage = list(candidates)
-        joint = await self._joint(question, docs, result.scores, chains, run)
-        if joint is not None:
+        ranked = self._rank(question, docs, result.scores, chains, run)
+        floor = self.config.abstain_min_relevance
+        if ranked is not None and floor is not None and ranked.best < floor:
+            why = f"no passage's fused relevance reaches {floor:g} (best {ranked.best:.2f})"
+            return self._abstain(run, len(docs), candidates, why)
+        if ranked is not None and self.config.joint_candidate and len(docs) >= 2:
+            joint = await self.mode.joint(question, ranked.passages, run)
+            joint.details["joint"] = True
             candidates = [joint, *candidates]
         usable = keep_answers(run, candidates, lambda c: c.text)
         if self.config.abstain_below:
@@ -210,20 +224,22 @@ class SelfRAG(Method):
             return None
         return await self.mode.candidate(question, passages, run)
 
-    async def _joint(
+    def _rank(
         self, question: Question, docs: list[Document], scores: Any, chains: list[Candidate | None], run: Run
-    ) -> Candidate | None:
-        """The candidate over the passages with the best fused relevance (None with fewer than 2)."""
-        if not self.config.joint_candidate or len(docs) < 2:
+    ) -> Ranked | None:
+        """Fused relevance of every passage, when the joint candidate or the relevance floor needs it."""
+        if not docs or not (self.config.joint_candidate or self.config.abstain_min_relevance is not None):
             return None
-        passages = rank_evidence(run, question.text, docs, scores, verdicts(len(docs), chains), self.config.joint_passages)
-        joint = await self.mode.joint(question, passages, run)
-        joint.details["joint"] = True
-        return joint
+        return rank_evidence(run, question.text, docs, scores, verdicts(len(docs), chains), self.config.joint_passages)
+
+    @property
+    def _abstains(self) -> bool:
+        return self.config.abstain_below is not None or self.config.abstain_min_relevance is not None
 
     def _abstain(self, run: Run, retrieved: int, candidates: list[Candidate], why: str) -> Outcome:
+        settings = f"abstain_below={self.config.abstain_below}, abstain_min_relevance={self.config.abstain_min_relevance}"
         run.note("abstain", thought="Abstention is on: answer only from supported evidence.",
-                 action_input=f"abstain_below={self.config.abstain_below}", observation=f"abstained: {why}",
+                 action_input=settings, observation=f"abstained: {why}",
                  details={"abstain_reason": why})
         details = self._details(True, retrieved, [c for c in candidates if not c.details.get("joint")], None)
         details["abstain_reason"] = why

@@ -181,7 +181,7 @@ class SelfRagCritic(Method):
             return None, ()
         relevance = {d.passage.id: d.value("relevance") for d in judged if d.passage is not None}
         model = [0.5 if relevance.get(doc.id) is None else float(relevance[doc.id]) for doc in docs]
-        passages = rank_evidence(run, question, docs, result.scores, model, self.config.joint_passages)
+        passages = rank_evidence(run, question, docs, result.scores, model, self.config.joint_passages).passages
         drafts = await write_drafts(critic, run, Task(question), [joint_document(passages.docs)])
         return (drafts[0], passages.docs) if drafts else (None, ())
 

@@ -17,6 +17,7 @@ passage relevant); the prior is what tells the second hop from a distractor.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..reflection.parse import RELEVANT
 from ..retrieval.links import evidence
@@ -25,6 +26,14 @@ from .self_rag_modes import Passages
 from .trace import Run
 
 MIN_FUSED = 0.25
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """The passages kept for the joint candidate and the best fused relevance of any passage."""
+
+    passages: Passages
+    best: float
 
 
 def verdicts(n: int, chains: Sequence[Candidate | None]) -> list[float]:
@@ -39,7 +48,7 @@ def verdicts(n: int, chains: Sequence[Candidate | None]) -> list[float]:
 def rank_evidence(
     run: Run, question: str, docs: Sequence[Document], scores: Sequence[float] | None,
     model: Sequence[float], keep: int,
-) -> Passages:
+) -> Ranked:
     """The ``keep`` passages with the highest fused relevance, best first (a trace step says why).
 
     ``model``: the model's relevance of each passage in [0, 1] (0.5: not judged).
@@ -66,4 +75,5 @@ def rank_evidence(
         observation="kept " + ", ".join(f"[{r['index']}] {r['title'] or '-'} ({r['fused']:.2f})" for r in order),
         details={"passages": rows},
     )
-    return Passages(tuple(docs[r["index"] - 1] for r in order), tuple(r["index"] for r in order))
+    passages = Passages(tuple(docs[r["index"] - 1] for r in order), tuple(r["index"] for r in order))
+    return Ranked(passages, ranked[0]["fused"] if ranked else 0.0)
