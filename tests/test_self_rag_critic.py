@@ -372,3 +372,19 @@ async def test_the_joint_draft_stands_unless_support_is_strictly_better(france_r
         assert sorted(d.title for d in r.citations) == sorted(kept)
     else:
         assert [d.id for d in r.citations] == [selected.passage.id]
+
+
+async def test_abstains_when_no_passage_reaches_the_relevance_floor(france_retriever):
+    """Issue 17: untitled passages ("Doc A"...) are neither named nor linked, so the best fused
+    relevance is at most (P(relevant) + 1/3) / 2 < 0.7: the critic abstains before the joint draft."""
+    cfg = {"self_rag_critic": {"abstain_min_relevance": 0.7}}
+    llm = ScriptedBackend(label_script())
+    r = await create_method("self_rag_critic", llm, france_retriever, cfg).answer(Q)
+    assert r.abstained is True and r.answer == "insufficient evidence" and r.citations == ()
+    step = next(s for s in r.reasoning_chain if s.action == "abstain")
+    assert step.details["abstain_reason"].startswith("no passage's fused relevance reaches 0.7 (best 0.")
+    assert not any("Doc A + " in c.prompt_text() for c in llm.calls)  # no joint draft was written
+    default = await create_method("self_rag_critic", ScriptedBackend(label_script()), france_retriever).answer(Q)
+    r = await create_method("self_rag_critic", ScriptedBackend(label_script()), france_retriever,
+                            {"self_rag_critic": {"abstain_min_relevance": 0.0}}).answer(Q)
+    assert r.abstained is False and default.abstained is False and r.answer == default.answer

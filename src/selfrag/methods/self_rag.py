@@ -44,6 +44,7 @@ from ..prompts import load_prompt, render
 from ..reflection.parse import RELEVANT
 from ..reflection.select import best_index, support_rank
 from ..types import ArchitectureType, Candidate, Document, Question
+from .abstention import ABSTAIN_ANSWER, note_abstention, relevance_floor_reason
 from .answer_format import answer_system
 from .answer_shape import keep_answers
 from .base import Method, MethodConfig, Outcome
@@ -57,7 +58,6 @@ from .text import clean_answer
 from .trace import Run
 
 NO_ANSWER = "No answer."
-ABSTAIN_ANSWER = "insufficient evidence"
 
 
 class SelfRAGConfig(MethodConfig):
@@ -163,9 +163,7 @@ class SelfRAG(Method):
 
         per_passage = list(candidates)
         ranked = self._rank(question, docs, result.scores, chains, run)
-        floor = self.config.abstain_min_relevance
-        if ranked is not None and floor is not None and ranked.best < floor:
-            why = f"no passage's fused relevance reaches {floor:g} (best {ranked.best:.2f})"
+        if ranked is not None and (why := relevance_floor_reason(ranked.best, self.config.abstain_min_relevance)):
             return self._abstain(run, len(docs), candidates, why)
         if ranked is not None and self.config.joint_candidate and len(docs) >= 2:
             joint = await self.mode.joint(question, ranked.passages, run)
@@ -238,9 +236,7 @@ class SelfRAG(Method):
 
     def _abstain(self, run: Run, retrieved: int, candidates: list[Candidate], why: str) -> Outcome:
         settings = f"abstain_below={self.config.abstain_below}, abstain_min_relevance={self.config.abstain_min_relevance}"
-        run.note("abstain", thought="Abstention is on: answer only from supported evidence.",
-                 action_input=settings, observation=f"abstained: {why}",
-                 details={"abstain_reason": why})
+        note_abstention(run, settings, why)
         details = self._details(True, retrieved, [c for c in candidates if not c.details.get("joint")], None)
         details["abstain_reason"] = why
         return Outcome(answer=ABSTAIN_ANSWER, retrieval_needed=True, candidates=candidates,

@@ -9,6 +9,7 @@ is chosen per backend and recorded in the trace.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 from pydantic import Field
 
@@ -16,6 +17,7 @@ from ..reflection import score as S
 from ..reflection.readings import Draft
 from ..reflection.select import support_rank
 from ..types import ArchitectureType, Document, Question, RetrievalResult
+from .abstention import ABSTAIN_ANSWER, note_abstention, relevance_floor_reason
 from .answer_format import answer_format
 from .answer_shape import keep_answers
 from .base import Method, MethodConfig, Outcome
@@ -32,7 +34,7 @@ from .critique.stages import (
     self_reflect,
 )
 from .registry import register
-from .self_rag_evidence import rank_evidence
+from .self_rag_evidence import Ranked, rank_evidence
 from .text import clean_answer
 from .trace import Run
 
@@ -50,6 +52,9 @@ class SelfRagCriticConfig(MethodConfig):
     # It stands unless another candidate's most likely support label is strictly better.
     joint_candidate: bool = True
     joint_passages: int = Field(3, ge=2)
+    # Abstention (issue 17; off, as in the seeds): answer "insufficient evidence" when no retrieved
+    # passage's fused relevance reaches this (checked before the joint draft is written).
+    abstain_min_relevance: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
 
 
 @register
@@ -102,8 +107,18 @@ class SelfRagCritic(Method):
 
         joint: Draft | None = None
         joint_docs: tuple[Document, ...] = ()
-        if retrieved and cfg.joint_candidate:
-            joint, joint_docs = await self._with_joint(critic, run, q, result, drafts + dropped)
+        ranked = self._rank(run, q, result, drafts + dropped) if retrieved else None
+        if ranked is not None and (why := relevance_floor_reason(ranked.best, cfg.abstain_min_relevance)):
+            note_abstention(run, f"abstain_min_relevance={cfg.abstain_min_relevance}", why)
+            details = {**choice.as_dict(), "p_retrieve": decision.p, "retrieval_decision": decision.decision,
+                       "abstain_reason": why}
+            return Outcome(answer=ABSTAIN_ANSWER, retrieval_needed=True, details=details, citations=[],
+                           abstained=True)
+        if ranked is not None and cfg.joint_candidate and len(result.documents) >= 2:
+            joint_docs = ranked.passages.docs
+            written = await write_drafts(critic, run, Task(q), [joint_document(joint_docs)])
+            joint = written[0] if written else None
+            joint_docs = joint_docs if joint else ()
             drafts = ([joint] if joint else []) + drafts
         usable = keep_answers(run, drafts, lambda d: d.text)
         if not usable:  # write one answer over every retrieved passage (or none)
@@ -171,19 +186,16 @@ class SelfRagCritic(Method):
         )
 
 
-    async def _with_joint(
-        self, critic: Critic, run: Run, question: str, result: RetrievalResult, judged: list[Draft]
-    ) -> tuple[Draft | None, tuple[Document, ...]]:
-        """The draft over the passages with the best fused relevance, and those passages
-        (None with fewer than 2)."""
+    def _rank(self, run: Run, question: str, result: RetrievalResult, judged: list[Draft]) -> Ranked | None:
+        """Fused relevance of every retrieved passage (the critic's P(relevant) where it judged one),
+        when the joint draft or the relevance floor needs it."""
+        cfg: SelfRagCriticConfig = self.config
+        if not (cfg.joint_candidate or cfg.abstain_min_relevance is not None):
+            return None
         docs = list(result.documents)
-        if len(docs) < 2:
-            return None, ()
         relevance = {d.passage.id: d.value("relevance") for d in judged if d.passage is not None}
         model = [0.5 if relevance.get(doc.id) is None else float(relevance[doc.id]) for doc in docs]
-        passages = rank_evidence(run, question, docs, result.scores, model, self.config.joint_passages).passages
-        drafts = await write_drafts(critic, run, Task(question), [joint_document(passages.docs)])
-        return (drafts[0], passages.docs) if drafts else (None, ())
+        return rank_evidence(run, question, docs, result.scores, model, cfg.joint_passages)
 
 
 def joint_document(docs: Sequence[Document]) -> Document:
