@@ -85,6 +85,7 @@ def test_config_schema_lists_keys_and_defaults():
         "joint_passages": 3,
         "retrieve_own_evidence": True,
         "abstain_below": None,
+        "abstain_min_relevance": None,
     }
     assert not any(required for _, required, _ in schema.values())
 
