@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from _env import machine
+from _france import DOCS, QUESTION
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -50,14 +51,6 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
 ]
 LIMITS = {"combined": 3, "fused": 2}  # call latencies allowed for self_rag
 
-DOCS = [
-    ("Paris", "Paris is the capital and largest city of France."),
-    ("France", "France is a country in Western Europe; its capital is Paris."),
-    ("Seine", "The Seine flows through Paris, the capital of France."),
-    ("Louvre", "The Louvre in Paris, the French capital, is the most visited museum."),
-    ("Lyon", "Lyon is the third-largest city of France, after Paris and Marseille."),
-]
-QUESTION = "What is the capital of France?"
 
 
 def _probs(*pairs: tuple[str, float]) -> dict[str, float]:

@@ -37,17 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _france import DOCS, QUESTION
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-QUESTION = "What is the capital of France?"
-DOCS = [
-    ("Paris", "Paris is the capital and largest city of France."),
-    ("France", "France is a country in Western Europe; its capital is Paris."),
-    ("Seine", "The Seine flows through Paris, the capital of France."),
-    ("Louvre", "The Louvre in Paris, the French capital, is the most visited museum."),
-    ("Lyon", "Lyon is the third-largest city of France, after Paris and Marseille."),
-]
 BOUND, BURST = 8, 32
 LOAD_AT_START = os.getloadavg()[0]
 

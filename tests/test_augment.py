@@ -15,16 +15,12 @@ from selfrag.methods.critique import Critic, Task, drafts
 from selfrag.methods.critique.stages import adaptive_retrieval, critic_rerank, self_reflect
 from selfrag.methods.trace import Run
 from selfrag.reflection.score import Weights
-from selfrag.types import Document, RetrievalResult
+from selfrag.types import RetrievalResult
 from tests.conftest import StaticRetriever
-from tests.helpers.reflection import decision, word
+from tests.helpers.reflection import FRANCE_Q, decision, france_critic_script, france_docs, word
 
-Q = "What is the capital of France?"
-DOCS = (
-    Document(id="a", title="Doc A", text="Paris is the capital of France."),
-    Document(id="b", title="Doc B", text="France is in Europe."),
-    Document(id="c", title="Doc C", text="Lyon is a city in France."),
-)
+Q = FRANCE_Q
+DOCS = france_docs()
 
 
 def run_for(llm, retriever=None) -> Run:
@@ -108,20 +104,7 @@ async def test_unknown_retrieval_probability_retrieves_visibly():
 
 
 def rerank_script():
-    return {
-        "capital of France.\n</document>\n\nDoes the document": word(relevant=0.9, irrelevant=0.1),
-        "in Europe.\n</document>\n\nDoes the document": word(relevant=0.2, irrelevant=0.8),
-        "city in France.\n</document>\n\nDoes the document": word(relevant=0.6, irrelevant=0.4),
-        "capital of France.\n</document>\n\nAnswer the question": "Paris",
-        "in Europe.\n</document>\n\nAnswer the question": "Europe",
-        "city in France.\n</document>\n\nAnswer the question": "Lyon",
-        "Answer: Paris\n\nIs the answer": word(fully=1.0),
-        "Answer: Europe\n\nIs the answer": word(no=1.0),
-        "Answer: Lyon\n\nIs the answer": word(partially=1.0),
-        "Answer: Paris\n\nHow useful": word(**{"5": 1.0}),
-        "Answer: Europe\n\nHow useful": word(**{"1": 1.0}),
-        "Answer: Lyon\n\nHow useful": word(**{"3": 0.5, "4": 0.5}),
-    }
+    return france_critic_script({"3": 0.5, "4": 0.5})
 
 
 async def test_critic_reranker_scores_and_keeps_top_k():

@@ -15,17 +15,13 @@ from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import available_methods, create_method
 from selfrag.methods.augmentations import KINDS, AugmentationsConfig, load_augmentations
-from selfrag.types import Document, RetrievalResult
+from selfrag.types import RetrievalResult
 from tests.conftest import StaticRetriever
-from tests.helpers.reflection import segment, word
+from tests.helpers.reflection import FRANCE_Q, france_critic_script, france_docs, segment, word
 
 REPO = Path(__file__).resolve().parents[1]
-Q = "What is the capital of France?"
-DOCS = (
-    Document(id="a", title="Doc A", text="Paris is the capital of France."),
-    Document(id="b", title="Doc B", text="France is in Europe."),
-    Document(id="c", title="Doc C", text="Lyon is a city in France."),
-)
+Q = FRANCE_Q
+DOCS = france_docs()
 ALL_ON = {
     "retrieval": {"enabled": True, "mode": "adaptive", "threshold": 0.5},
     "rerank": {"enabled": True, "top_k": 2},
@@ -43,19 +39,8 @@ def script(*, p_yes: float = 0.7, answer: str = "Lyon", **extra) -> dict:
         **extra,
         "usefulness: Lyon\nWrite a more useful answer.": "Paris",
         "need facts looked up": word(yes=p_yes, no=round(1 - p_yes, 6)),
-        "capital of France.\n</document>\n\nDoes the document": word(relevant=0.9, irrelevant=0.1),
-        "in Europe.\n</document>\n\nDoes the document": word(relevant=0.2, irrelevant=0.8),
-        "city in France.\n</document>\n\nDoes the document": word(relevant=0.6, irrelevant=0.4),
-        "capital of France.\n</document>\n\nAnswer the question": "Paris",
-        "in Europe.\n</document>\n\nAnswer the question": "Europe",
-        "city in France.\n</document>\n\nAnswer the question": "Lyon",
+        **france_critic_script({"2": 1.0}),
         "Answer the question.": "Paris",  # without a passage
-        "Answer: Paris\n\nIs the answer": word(fully=1.0),
-        "Answer: Europe\n\nIs the answer": word(no=1.0),
-        "Answer: Lyon\n\nIs the answer": word(partially=1.0),
-        "Answer: Paris\n\nHow useful": word(**{"5": 1.0}),
-        "Answer: Europe\n\nHow useful": word(**{"1": 1.0}),
-        "Answer: Lyon\n\nHow useful": word(**{"2": 1.0}),
         "Use the documents below": answer,
     }
 

@@ -57,3 +57,36 @@ def word(**probs: float) -> dict[str, Any]:
     """A one-token label answer: ``word(yes=0.7, no=0.3)``; keys may be any token text."""
     best = max(probs, key=probs.get)
     return {"text": best, "top_logprobs": {k: lp(v) for k, v in probs.items() if v > 0}}
+
+
+# Three passages about France and a label-probability critic's view of them: the
+# critique and answer replies the critic reranker reads (a > c > b).
+FRANCE_Q = "What is the capital of France?"
+
+
+def france_docs() -> tuple:
+    from selfrag.types import Document
+
+    return (
+        Document(id="a", title="Doc A", text="Paris is the capital of France."),
+        Document(id="b", title="Doc B", text="France is in Europe."),
+        Document(id="c", title="Doc C", text="Lyon is a city in France."),
+    )
+
+
+def france_critic_script(lyon_utility: dict[str, float]) -> dict[str, Any]:
+    """Relevance, answer, support and utility replies per passage; Lyon's utility is the caller's."""
+    return {
+        "capital of France.\n</document>\n\nDoes the document": word(relevant=0.9, irrelevant=0.1),
+        "in Europe.\n</document>\n\nDoes the document": word(relevant=0.2, irrelevant=0.8),
+        "city in France.\n</document>\n\nDoes the document": word(relevant=0.6, irrelevant=0.4),
+        "capital of France.\n</document>\n\nAnswer the question": "Paris",
+        "in Europe.\n</document>\n\nAnswer the question": "Europe",
+        "city in France.\n</document>\n\nAnswer the question": "Lyon",
+        "Answer: Paris\n\nIs the answer": word(fully=1.0),
+        "Answer: Europe\n\nIs the answer": word(no=1.0),
+        "Answer: Lyon\n\nIs the answer": word(partially=1.0),
+        "Answer: Paris\n\nHow useful": word(**{"5": 1.0}),
+        "Answer: Europe\n\nHow useful": word(**{"1": 1.0}),
+        "Answer: Lyon\n\nHow useful": word(**lyon_utility),
+    }

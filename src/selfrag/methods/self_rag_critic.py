@@ -115,11 +115,10 @@ class SelfRagCritic(Method):
             return Outcome(answer=ABSTAIN_ANSWER, retrieval_needed=True, details=details, citations=[],
                            abstained=True)
         if ranked is not None and cfg.joint_candidate and len(result.documents) >= 2:
-            joint_docs = ranked.passages.docs
-            written = await write_drafts(critic, run, Task(q), [joint_document(joint_docs)])
-            joint = written[0] if written else None
-            joint_docs = joint_docs if joint else ()
-            drafts = ([joint] if joint else []) + drafts
+            written = await write_drafts(critic, run, Task(q), [joint_document(ranked.passages.docs)])
+            if written:
+                joint, joint_docs = written[0], ranked.passages.docs
+                drafts = [joint, *drafts]
         usable = keep_answers(run, drafts, lambda d: d.text)
         if not usable:  # write one answer over every retrieved passage (or none)
             docs = list(result.documents) if retrieved else []
