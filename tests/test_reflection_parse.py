@@ -80,6 +80,18 @@ def test_combined_critique_reads_answer_and_labels():
     assert c.defaults == []
 
 
+def test_combined_critique_reads_tags_written_without_brackets():
+    """Qwen2.5 1.5B dropped the brackets; the labels must not stay in the answer."""
+    c = parse_combined_critique("Terry Richardson IsRel: relevant IsSup: fully supported")
+    assert (c.generation, c.relevance, c.support, c.defaults) == (
+        "Terry Richardson", "relevant", "fully supported", []
+    )
+    c = parse_combined_critique("9,984 inhabitants is_rel irrelevant is_sup no support")
+    assert (c.generation, c.relevance, c.support) == ("9,984 inhabitants", "irrelevant", "no support")
+    # Words that merely start with "is" are not tags.
+    assert parse_combined_critique("Issuper Island").generation == "Issuper Island"
+
+
 def test_combined_critique_defaults_when_tags_are_missing():
     c = parse_combined_critique("Paris is the capital")
     assert (c.generation, c.relevance, c.support) == (

@@ -358,20 +358,33 @@ async def test_anthropic_falls_back_to_text_labels(france_retriever):
     assert all(s.details["critique_source"] == "text" for s in r.reasoning_chain if s.action.startswith("critique_"))
 
 
-async def test_the_joint_draft_stands_unless_support_is_strictly_better(france_retriever):
-    """Issue 16: the draft over the best-evidence passages is selected when no per-passage
-    draft has a better support label, whatever the weighted scores say; it cites its passages."""
-    r = await create_method("self_rag_critic", ScriptedBackend(label_script()), france_retriever).answer(Q)
+async def test_the_joint_draft_is_selected_when_it_has_an_answer(france_retriever):
+    """Issue 16: the draft over the best-evidence passages is written with vanilla_rag's prompt,
+    critiqued by the critic, and selected whatever the weighted scores say; it cites its passages."""
+    llm = ScriptedBackend(label_script())
+    r = await create_method("self_rag_critic", llm, france_retriever).answer(Q)
     ranked = next(s for s in r.reasoning_chain if s.action == "rank_evidence")
     kept = [p["title"] for p in ranked.details["passages"] if p["kept"]]
     assert len(kept) >= 2
     select = next(s for s in r.reasoning_chain if s.action == "select")
-    assert "joint draft stands" in select.thought
+    assert "the joint draft when it has an answer" in select.thought
     selected = next(c for c in r.candidates if c.details.get("selected"))
-    if "+" in (selected.passage.id if selected.passage else ""):
-        assert sorted(d.title for d in r.citations) == sorted(kept)
-    else:
-        assert [d.id for d in r.citations] == [selected.passage.id]
+    assert "+" in selected.passage.id
+    assert sorted(d.title for d in r.citations) == sorted(kept)
+    joint_prompts = [c.prompt_text() for c in llm.calls if "Use the documents below" in c.prompt_text()]
+    assert len(joint_prompts) == 1
+    # Its support is read by the critic over the joint passages.
+    support = [s for s in r.reasoning_chain if s.action == "critique_support"]
+    assert any(all(t in s.thought for t in kept[:1]) for s in support)
+
+
+async def test_selection_critique_ranks_the_joint_draft_by_its_score(france_retriever):
+    cfg = {"self_rag_critic": {"selection": "critique"}}
+    r = await create_method("self_rag_critic", ScriptedBackend(label_script()), france_retriever, cfg).answer(Q)
+    select = next(s for s in r.reasoning_chain if s.action == "select")
+    totals = [row["score"] for row in select.details["scores"]]
+    assert totals == sorted(totals, reverse=True)
+    assert select.thought.startswith("Stage: score each candidate")
 
 
 async def test_abstains_when_no_passage_reaches_the_relevance_floor(france_retriever):

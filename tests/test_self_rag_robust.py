@@ -17,6 +17,8 @@ from selfrag.methods import create_method
 from selfrag.methods.answer_format import answer_format
 from selfrag.methods.answer_shape import finalize_answer, is_yes_no, malformed, yes_no
 from selfrag.methods.self_rag_decision import ANCHORS_RETRIEVE, ANCHORS_SKIP, names_something
+from selfrag.methods.self_rag_evidence import impute, rank_evidence
+from selfrag.methods.trace import Run
 from selfrag.types import Document, Question, RetrievalResult
 
 DECISION = "checked in reference documents"
@@ -133,12 +135,41 @@ async def test_the_joint_candidate_reads_every_passage_not_judged_irrelevant(two
     assert [p["kept"] for p in ranked.details["passages"]] == [True, True, False]
 
 
-async def test_a_candidate_with_better_support_beats_the_joint_candidate(two_hop_retriever):
-    llm = ScriptedBackend(joint_script(joint_support="partially supported"))
+async def test_a_self_labelled_challenger_does_not_overturn_the_joint_candidate(two_hop_retriever):
+    """Issue 16, the yes/no failure on the 1.5B model: the joint candidate said the right "no",
+    rated "no support" by the support call, and a one-passage "yes" that labelled itself
+    "partially supported" won. With selection: joint_first (default) the joint answer stands."""
+    llm = ScriptedBackend(joint_script(joint_support="no support"))
     method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}})
     response = await method.answer(TWO_HOP)
+    assert response.answer == "South Shields"
+    assert response.candidates[1].support == "fully supported"  # the challenger's own label
+    select = next(s for s in response.reasoning_chain if s.action == "select_best")
+    assert select.thought.startswith("The joint candidate when it has an answer")
+    assert [d.text for d in response.citations] == [DOC_DIRECTOR, DOC_BIRTH]
+
+
+async def test_selection_critique_lets_a_better_scored_candidate_beat_the_joint_candidate(two_hop_retriever):
+    # Seed 000's rule: utility + 2 x support bonus + 0.5 if relevant. Ridley Scott: 5 + 2 + 0.5 = 7.5;
+    # the joint (partially supported): 5 + 1 + 0.5 = 6.5.
+    llm = ScriptedBackend(joint_script(joint_support="partially supported"))
+    method = create_method("self_rag", llm, two_hop_retriever,
+                           {"self_rag": {"retrieval_mode": "always", "selection": "critique"}})
+    response = await method.answer(TWO_HOP)
     assert response.answer == "Ridley Scott"
+    assert [c.score for c in response.candidates[:2]] == [6.5, 7.5]
     assert [d.text for d in response.citations] == [DOC_DIRECTOR]
+
+
+async def test_without_a_usable_joint_answer_the_best_one_passage_candidate_is_selected(two_hop_retriever):
+    script = joint_script() | {"Use the documents below": "[IsRel] relevant\n[IsSup] fully supported"}
+    llm = ScriptedBackend(script)
+    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}})
+    response = await method.answer(TWO_HOP)
+    # Ridley Scott (7.5) beats South Shields (default support: 5 + 1 + 0.5 = 6.5) and Nostromo.
+    assert response.answer == "Ridley Scott"
+    discard = next(s for s in response.reasoning_chain if s.action == "discard_candidates")
+    assert [d["reason"] for d in discard.details["discarded"]] == ["reflection label"]
 
 
 async def test_a_default_support_cannot_challenge_the_joint_candidate(two_hop_retriever):
@@ -353,3 +384,27 @@ async def test_the_relevance_floor_passes_a_passage_named_in_the_question(static
     assert response.abstained is False and response.answer == "South Shields"
     ranked = next(s for s in response.reasoning_chain if s.action == "rank_evidence")
     assert ranked.details["passages"][0]["fused"] == 0.8333
+
+
+def test_an_unjudged_passage_takes_the_mean_verdict_of_the_judged_ones():
+    """Issue 16: self_rag judges only its first num_candidates passages, and a fixed 0.5 for the
+    rest ranked the retriever's top three above any unjudged passage. Hand-computed: verdicts
+    1, 0 and two unjudged passages -> both unjudged get (1 + 0) / 2 = 0.5; with no verdict at all, 0.5."""
+    assert impute([1.0, 0.0, None, None]) == [1.0, 0.0, 0.5, 0.5]
+    assert impute([1.0, 1.0, 1.0, None]) == [1.0, 1.0, 1.0, 1.0]
+    assert impute([None, None]) == [0.5, 0.5]
+
+
+def test_the_joint_passages_are_ranked_by_evidence_not_by_which_were_judged():
+    # Titles: "Alien" is named in the question (passage 4, unjudged, lowest BM25 score);
+    # passages 1-3 judged relevant, none named or linked.
+    docs = [Document(id=str(i), title=t, text=f"text {i}") for i, t in
+            enumerate(("Zed", "Yak", "Xu", "Alien (film)"), start=1)]
+    run = Run(ScriptedBackend({}), None, {})
+    ranked = rank_evidence(run, TWO_HOP.text, docs, [4.0, 3.0, 2.0, 1.0], [1.0, 1.0, 1.0, None], keep=2)
+    rows = next(s for s in run.records if s.action == "rank_evidence").details["passages"]
+    # Passage 4: model 1 (mean), prior (1/4 + 1 + 0) / 3 = 0.4167, fused 0.7083;
+    # passage 1: model 1, prior (1 + 0 + 0) / 3 = 0.3333, fused 0.6667.
+    assert [r["fused"] for r in rows] == [0.6667, 0.625, 0.5833, 0.7083]
+    assert [r["judged"] for r in rows] == [True, True, True, False]
+    assert ranked.passages.indices == (4, 1)

@@ -9,20 +9,21 @@ is chosen per backend and recorded in the trace.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from ..reflection import score as S
 from ..reflection.readings import Draft
-from ..reflection.select import support_rank
 from ..types import ArchitectureType, Document, Question, RetrievalResult
 from .abstention import ABSTAIN_ANSWER, note_abstention, relevance_floor_reason
 from .answer_format import answer_format
 from .answer_shape import keep_answers
 from .base import Method, MethodConfig, Outcome
+from .context import answer_over
 from .critique import Critic, CriticConfig, Task
 from .critique import drafts as write_drafts
+from .critique.drafts import critiqued_answer
 from .critique.stages import (
     AdaptiveConfig,
     ReflectionConfig,
@@ -49,9 +50,13 @@ class SelfRagCriticConfig(MethodConfig):
     reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
     # One more candidate written over the passages with the best fused relevance (the critic's
     # P(relevant) and lexical evidence: self_rag_evidence.py), at most joint_passages of them.
-    # It stands unless another candidate's most likely support label is strictly better.
+    # It is selected whenever it has a usable answer (selection: joint_first); selection:
+    # critique ranks it with the others by the segment score (seed 002's rule).
     joint_candidate: bool = True
-    joint_passages: int = Field(3, ge=2)
+    joint_passages: int = Field(5, ge=2)
+    selection: Literal["joint_first", "critique"] = "joint_first"
+    # Context budget of the joint draft's answer call (vanilla_rag's prompt).
+    max_context_tokens: int = Field(4000, ge=16)
     # Abstention (issue 17; off, as in the seeds): answer "insufficient evidence" when no retrieved
     # passage's fused relevance reaches this (checked before the joint draft is written).
     abstain_min_relevance: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
@@ -115,10 +120,8 @@ class SelfRagCritic(Method):
             return Outcome(answer=ABSTAIN_ANSWER, retrieval_needed=True, details=details, citations=[],
                            abstained=True)
         if ranked is not None and cfg.joint_candidate and len(result.documents) >= 2:
-            written = await write_drafts(critic, run, Task(q), [joint_document(ranked.passages.docs)])
-            if written:
-                joint, joint_docs = written[0], ranked.passages.docs
-                drafts = [joint, *drafts]
+            joint, joint_docs = await self._joint(critic, run, question, ranked.passages.docs), ranked.passages.docs
+            drafts = [joint, *drafts]
         usable = keep_answers(run, drafts, lambda d: d.text)
         if not usable:  # write one answer over every retrieved passage (or none)
             docs = list(result.documents) if retrieved else []
@@ -127,17 +130,16 @@ class SelfRagCritic(Method):
         drafts = usable
         breakdowns = [d.score(weights) for d in drafts]
         order = S.rank([b.total for b in breakdowns], len(drafts))
-        if joint is not None and joint in drafts:
-            # The joint draft stands unless a draft's most likely support label is strictly better:
-            # small models' scores do not separate right from wrong answers (docs/methods.md).
-            keys = [(support_rank(d.label("support") or ""), d is joint, breakdowns[i].total)
-                    for i, d in enumerate(drafts)]
-            order = sorted(range(len(drafts)), key=lambda i: keys[i], reverse=True)
+        joint_first = joint is not None and joint in drafts and cfg.selection == "joint_first"
+        if joint_first:
+            # Small models' critique scores did not separate right answers from wrong ones
+            # (docs/methods.md), so the draft written from all the evidence stands.
+            order = [drafts.index(joint), *(i for i in order if drafts[i] is not joint)]
         best_i = order[0]
         run.note(
             "select",
-            thought=("Stage: the joint draft stands unless another has a strictly better support label; "
-                     "then seq + w_rel·rel + w_sup·sup + w_use·use." if joint is not None else
+            thought=("Stage: the joint draft when it has an answer; the others ranked by "
+                     "seq + w_rel·rel + w_sup·sup + w_use·use." if joint_first else
                      "Stage: score each candidate: seq + w_rel·rel + w_sup·sup + w_use·use; keep the best."),
             observation=f"best: candidate from {_name(drafts[best_i].passage)} (score {breakdowns[best_i].total:.3f})",
             details={
@@ -185,6 +187,18 @@ class SelfRagCritic(Method):
         )
 
 
+    async def _joint(self, critic: Critic, run: Run, question: Question, docs: Sequence[Document]) -> Draft:
+        """The draft over several passages. With label questions it is written with ``vanilla_rag``'s
+        prompt (the critic's own answer prompt wrote worse answers over the same passages on the
+        benchmark models) and the critic reads its support and utility; a reflection-token model
+        writes it in its own format, like every other draft."""
+        doc = joint_document(docs)
+        if critic.reflection:
+            return (await write_drafts(critic, run, Task(question.text), [doc]))[0]
+        gen, _, _ = await answer_over(run, question, docs, self.config.max_context_tokens,
+                                      thought=f"Answer from {len(docs)} passages together.")
+        return await critiqued_answer(critic, run, Task(question.text), doc, clean_answer(gen.text))
+
     def _rank(self, run: Run, question: str, result: RetrievalResult, judged: list[Draft]) -> Ranked | None:
         """Fused relevance of every retrieved passage (the critic's P(relevant) where it judged one),
         when the joint draft or the relevance floor needs it."""
@@ -193,7 +207,7 @@ class SelfRagCritic(Method):
             return None
         docs = list(result.documents)
         relevance = {d.passage.id: d.value("relevance") for d in judged if d.passage is not None}
-        model = [0.5 if relevance.get(doc.id) is None else float(relevance[doc.id]) for doc in docs]
+        model = [relevance.get(doc.id) for doc in docs]
         return rank_evidence(run, question, docs, result.scores, model, cfg.joint_passages)
 
 

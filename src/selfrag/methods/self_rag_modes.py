@@ -105,15 +105,21 @@ class Mode:
         )
         answer = clean_answer(gen.text)
         gen.details["passage_ids"] = [d.id for d in passages.docs]
-        sup = await run.generate(
-            chat(None, render(load_prompt("self_rag_support"), context=context, question=question.text, answer=answer)),
-            action="assess_support", thought=f"Is the answer from {passages.name()} supported?",
-            action_input=shorten(answer), max_tokens=self.short_tokens,
-        )
+        # Support and utility both judge the finished answer: ask them at once, record support first.
+        sup_run, use_run = run.fork(), run.fork()
+        sup, utility = await gather_in_order([
+            sup_run.generate(
+                chat(None, render(load_prompt("self_rag_support"), context=context, question=question.text,
+                                  answer=answer)),
+                action="assess_support", thought=f"Is the answer from {passages.name()} supported?",
+                action_input=shorten(answer), max_tokens=self.short_tokens,
+            ),
+            self.rate(question, answer, passages, use_run),
+        ])
+        run.join(sup_run, use_run)
         worded = bool(re.search(r"support", sup.text, re.IGNORECASE))
         support = support_label(sup.text) if worded else DEFAULT_SUPPORT
         annotate(sup, "support", Parsed(support, not worded))
-        utility = await self.rate(question, answer, passages, run)
         defaults = (["support"] if not worded else []) + (["utility"] if utility.default else [])
         return _candidate(
             answer, passages, relevance=RELEVANT, support=support, utility=utility.value,

@@ -33,7 +33,11 @@ JSON_DEFAULTS: dict[str, Any] = {
 }
 
 _WORDS = re.compile(r"[a-z]+")
-_TAG = re.compile(r"\[\s*is\s*_?\s*(rel|sup|use)\s*\]\s*:?", re.IGNORECASE)
+# "[IsRel]", "[Is_Sup]", and the bare "IsRel" / "IsSup:" small models write when they drop
+# the brackets (Qwen2.5 1.5B: "Terry Richardson IsRel: relevant IsSup: fully supported").
+_TAG = re.compile(
+    r"(?:\[\s*is\s*_?\s*(?P<bracketed>rel|sup|use)\s*\]|\bis_?(?P<bare>rel|sup|use)\b)\s*:?", re.IGNORECASE
+)
 _SCALE = re.compile(r"\(?\s*1\s*(?:-|–|to)\s*5\s*\)?", re.IGNORECASE)
 _DIGIT = re.compile(r"(?<!\d)([1-5])(?!\d)")
 _MAX_JSON_STARTS = 64
@@ -129,7 +133,8 @@ def split_tagged(text: str) -> tuple[str, dict[str, list[str]]]:
     for i, tag in enumerate(tags):
         end = tags[i + 1].start() if i + 1 < len(tags) else len(text)
         value = text[tag.end() : end].split("\n", 1)[0]
-        values.setdefault(tag.group(1).lower(), []).append(value.strip())
+        name = tag.group("bracketed") or tag.group("bare")
+        values.setdefault(name.lower(), []).append(value.strip())
     head = text[: tags[0].start()] if tags else text
     lines = [ln.strip() for ln in head.split("\n") if re.search(r"\w", ln)]
     answer = _ANSWER_PREFIX.sub("", "\n".join(lines)).strip().rstrip(_MARKUP).strip()

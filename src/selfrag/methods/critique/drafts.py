@@ -159,6 +159,24 @@ async def _instruction_draft(
         return text, seq
 
     rel, (text, seq) = await critic.gather([relevance(), generate()])
+    run.join(rel_run, gen_run)
+    return await _critiqued(critic, run, task, i, doc, text, seq, rel)
+
+
+async def critiqued_answer(critic: Critic, run: Run, task: Task, doc: Document, text: str) -> Draft:
+    """A draft for an answer written elsewhere (e.g. ``vanilla_rag``'s prompt over ``doc``): its
+    support and utility read by the critic's label questions; no relevance reading, no sequence score."""
+    return await _critiqued(critic, run, task, 0, doc, text, None, None)
+
+
+async def _critiqued(
+    critic: Critic, run: Run, task: Task, i: int, doc: Document | None, text: str, seq: float | None,
+    rel: Reading | None,
+) -> Draft:
+    """Support (with a passage), utility (and, for a segment, is_final) of ``text``, one call each."""
+    block = format_passage(doc) if doc is not None else ""
+    thought = _candidate_thought(i, doc)
+    question = task.question
     whole = f"{task.answer_so_far} {text}".strip() if task.segment else text
     critiques: list[tuple[str, Prompt, str]] = []
     if doc is not None:
@@ -175,7 +193,7 @@ async def _instruction_draft(
             for r, (name, prompt, shown) in zip(runs, critiques, strict=True)
         ]
     )
-    run.join(rel_run, gen_run, *runs)
+    run.join(*runs)
     readings: dict[str, Reading] = {} if rel is None else {"relevance": rel}
     readings.update({name: reading for (name, _, _), (reading, _) in zip(critiques, results, strict=True)})
     final = True
