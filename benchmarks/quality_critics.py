@@ -258,10 +258,15 @@ def evidence_rows(runs: dict[str, list[dict[str, Any]]], gold: dict[str, set[str
             passages += [(p, p.get("title") in titles) for p in (step.get("details") or {}).get("passages", [])]
         if not passages:
             continue
-        for key, what in (("model", model_label), ("prior", "lexical prior (retrieval.links)"),
-                          ("fused", "fused (model + prior) / 2")):
-            pos = [float(p[key]) for p, g in passages if g]
-            neg = [float(p[key]) for p, g in passages if not g]
+        for key, what in (("model", model_label + ", passages it judged"),
+                          ("prior", "lexical prior (retrieval.links)"), ("fused", "fused (model + prior) / 2")):
+            # A passage the model did not judge carries an imputed verdict (self_rag_evidence.impute):
+            # the verdict's own AUC counts only the passages it judged.
+            rows = [(p, g) for p, g in passages if key != "model" or p.get("judged", True)]
+            pos = [float(p[key]) for p, g in rows if g]
+            neg = [float(p[key]) for p, g in rows if not g]
+            if not pos or not neg:
+                continue
             out.append(auc_row(f"relevance: {variant} {what}", pos, neg, n,
                                notes="retrieved passages of the run (top_k of the config)"))
     return out

@@ -194,3 +194,22 @@ def test_collect_reads_run_directories_restricted_to_the_selection(tmp_path):
     assert (rows["vanilla_rag"]["n"], rows["vanilla_rag"]["partial"]) == (3, False)
     assert (rows["self_rag"]["n"], rows["self_rag"]["partial"]) == (1, True)
     assert rows["self_rag"]["vs_baseline"]["n"] == 1
+
+
+def test_evidence_rows_score_the_verdict_only_on_passages_it_judged():
+    """Hand-checked: gold A (judged 1), distractor B (judged 0), distractor C not judged (imputed 0.5).
+    Verdict over judged passages: 1 pair, A > B: AUC 1.0 (with C's imputed 0.5 it would still be 1.0,
+    so C gets an imputed 1.0 here to show it is left out). Prior: A 0.2 < C 0.6, A 0.2 > B 0.1: 0.5."""
+    import quality_critics
+
+    step = {"action": "rank_evidence", "details": {"passages": [
+        {"title": "A", "model": 1.0, "judged": True, "prior": 0.2, "fused": 0.6},
+        {"title": "B", "model": 0.0, "judged": True, "prior": 0.1, "fused": 0.05},
+        {"title": "C", "model": 1.0, "judged": False, "prior": 0.6, "fused": 0.8},
+    ]}}
+    rows = quality_critics.evidence_rows({"self_rag": [{"id": "q1", "reasoning_chain": [step]}]}, {"q1": {"A"}})
+    by = {r["source"]: r for r in rows}
+    verdict = by["relevance: self_rag combined [IsRel] verdict (1 / 0), passages it judged"]
+    assert (verdict["auc"], verdict["n_pos"], verdict["n_neg"]) == (1.0, 1, 1)
+    assert by["relevance: self_rag lexical prior (retrieval.links)"]["auc"] == 0.5
+    assert by["relevance: self_rag fused (model + prior) / 2"]["auc"] == 0.5
