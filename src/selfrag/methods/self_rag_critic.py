@@ -120,7 +120,8 @@ class SelfRagCritic(Method):
             return Outcome(answer=ABSTAIN_ANSWER, retrieval_needed=True, details=details, citations=[],
                            abstained=True)
         if ranked is not None and cfg.joint_candidate and len(result.documents) >= 2:
-            joint, joint_docs = await self._joint(critic, run, question, ranked.passages.docs), ranked.passages.docs
+            joint_docs = ranked.passages.docs
+            joint = await self._joint(critic, run, question, joint_docs)
             drafts = [joint, *drafts]
         usable = keep_answers(run, drafts, lambda d: d.text)
         if not usable:  # write one answer over every retrieved passage (or none)
@@ -185,7 +186,6 @@ class SelfRagCritic(Method):
             details=details,
             citations=cited,
         )
-
 
     async def _joint(self, critic: Critic, run: Run, question: Question, docs: Sequence[Document]) -> Draft:
         """The draft over several passages. With label questions it is written with ``vanilla_rag``'s

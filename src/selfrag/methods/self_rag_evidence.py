@@ -10,8 +10,9 @@ models call nearly every passage relevant, so a fixed 0.5 ranked the
 retriever's top three above every unjudged passage whatever its lexical
 evidence (on the first 40 shared HotpotQA questions, the three passages kept
 held both gold paragraphs for 64% of questions, against 77% for the three
-with the best prior alone). ``prior`` is :func:`selfrag.retrieval.links.evidence_prior` (retrieval score
-share, title named in the question, title named in another top passage). The
+with the best prior alone). ``prior`` is
+:func:`selfrag.retrieval.links.evidence_prior` (retrieval score share, title
+named in the question, title named in another top passage). The
 joint candidate reads the ``joint_passages`` best, best first, leaving out
 any below :data:`MIN_FUSED` (a passage judged irrelevant stays only if its
 prior is at least 0.5); when fewer than two pass, it reads the best
@@ -71,8 +72,8 @@ def rank_evidence(
     rows = []
     for i, (doc, sig, value, raw) in enumerate(zip(docs, signals, impute(model), model, strict=True)):
         rows.append({
-            "index": i + 1, "title": doc.title, "model": round(value, 4), "judged": raw is not None, "prior": round(sig.prior, 4),
-            "score": round(sig.score, 4), "named": sig.named, "linked": sig.linked,
+            "index": i + 1, "title": doc.title, "model": round(value, 4), "judged": raw is not None,
+            "prior": round(sig.prior, 4), "score": round(sig.score, 4), "named": sig.named, "linked": sig.linked,
             "fused": round((value + sig.prior) / 2, 4),
         })
     ranked = sorted(rows, key=lambda r: (-r["fused"], r["index"]))
