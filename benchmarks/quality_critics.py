@@ -241,10 +241,24 @@ def gold_titles(path: Path) -> dict[str, set[str]]:
     return {q.id: set(q.metadata.get("supporting_titles") or []) for q in questions}
 
 
+def _verdicts_by_title(row: dict[str, Any]) -> dict[str, float]:
+    """The combined mode's ``[IsRel]`` verdict (1 relevant / 0 not) per passage title, read from the
+    one-passage candidates (the joint candidate reads several passages and judges none)."""
+    out: dict[str, float] = {}
+    for c in (row.get("details") or {}).get("all_candidates") or []:
+        title = c.get("passage_title")
+        if title is not None and not c.get("joint") and len(c.get("passage_indices") or [1]) == 1:
+            out[title] = float(c.get("relevance") == "relevant")
+    return out
+
+
 def evidence_rows(runs: dict[str, list[dict[str, Any]]], gold: dict[str, set[str]]) -> list[dict[str, Any]]:
     """AUCs of gold vs distractor paragraphs among each question's retrieved passages, as the
     ``rank_evidence`` step of the self_rag / self_rag_critic runs scored them: the model's
-    verdict alone, the lexical prior alone, and the two fused (what the joint candidate uses)."""
+    verdict alone, the lexical prior alone, and the two fused (when the run fused them).
+
+    When ``self_rag`` ranked by the prior alone (``joint_ranking: prior``), its rank step holds no
+    verdict; the ``[IsRel]`` verdicts are then read from the one-passage candidates."""
     out = []
     for variant, model_label in (("self_rag", "combined [IsRel] verdict (1 / 0)"),
                                  ("self_rag_critic", "critic P(relevant)")):
@@ -255,14 +269,19 @@ def evidence_rows(runs: dict[str, list[dict[str, Any]]], gold: dict[str, set[str
             if not titles or step is None:
                 continue
             n += 1
-            passages += [(p, p.get("title") in titles) for p in (step.get("details") or {}).get("passages", [])]
+            judged = _verdicts_by_title(row) if variant == "self_rag" else {}
+            for p in (step.get("details") or {}).get("passages", []):
+                p = dict(p)
+                if p.get("model") is None and p.get("title") in judged:
+                    p["model"], p["judged"] = judged[p["title"]], True
+                passages.append((p, p.get("title") in titles))
         if not passages:
             continue
         for key, what in (("model", model_label + ", passages it judged"),
                           ("prior", "lexical prior (retrieval.links)"), ("fused", "fused (model + prior) / 2")):
-            # A passage the model did not judge carries an imputed verdict (self_rag_evidence.impute):
-            # the verdict's own AUC counts only the passages it judged.
-            rows = [(p, g) for p, g in passages if key != "model" or p.get("judged", True)]
+            # A passage the model did not judge carries an imputed verdict (self_rag_evidence.impute),
+            # or none when the run ranked by the prior alone: the verdict's AUC counts only judged ones.
+            rows = [(p, g) for p, g in passages if p.get(key) is not None and (key != "model" or p.get("judged", True))]
             pos = [float(p[key]) for p, g in rows if g]
             neg = [float(p[key]) for p, g in rows if not g]
             if not pos or not neg:

@@ -72,6 +72,11 @@ VARIANT_LIST = [
             "abstains unless a passage's fused relevance reaches 0.7"),
     Variant("self_rag_abstain_support", "self_rag.yaml", ("self_rag.abstain_below=partially_supported",),
             "abstains unless a candidate is at least partially supported"),
+    Variant("self_rag_yes_no_facts", "self_rag.yaml", ("self_rag.yes_no_facts=true",),
+            "a yes/no joint writes the facts it compares, then Answer: yes/no"),
+    Variant("self_rag_abstain_confirmed", "self_rag.yaml",
+            ("self_rag.abstain_min_relevance=0.7", "self_rag.abstain_unconfirmed=true"),
+            "abstains unless a passage's fused relevance reaches 0.7 and another candidate gives the same answer"),
 ]
 VARIANTS = {v.name: v for v in VARIANT_LIST}
 DEFAULT_VARIANTS = tuple(v.name for v in VARIANT_LIST[:9])

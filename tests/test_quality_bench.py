@@ -213,3 +213,27 @@ def test_evidence_rows_score_the_verdict_only_on_passages_it_judged():
     assert (verdict["auc"], verdict["n_pos"], verdict["n_neg"]) == (1.0, 1, 1)
     assert by["relevance: self_rag lexical prior (retrieval.links)"]["auc"] == 0.5
     assert by["relevance: self_rag fused (model + prior) / 2"]["auc"] == 0.5
+
+
+def test_evidence_rows_read_the_verdicts_from_the_candidates_when_ranked_by_the_prior():
+    """A run ranked by the prior alone has no verdict in its rank step: the [IsRel] verdicts come from
+    the one-passage candidates (A relevant, B irrelevant, C never judged), and no fused row is made.
+    Hand-checked: verdict A 1 > B 0: AUC 1.0 over 1 gold and 1 distractor; prior A 0.5 > B 0.1, A 0.5 < C 0.6: 0.5."""
+    import quality_critics
+
+    step = {"action": "rank_evidence", "details": {"passages": [
+        {"title": "A", "model": None, "judged": False, "prior": 0.5, "fused": None},
+        {"title": "B", "model": None, "judged": False, "prior": 0.1, "fused": None},
+        {"title": "C", "model": None, "judged": False, "prior": 0.6, "fused": None},
+    ]}}
+    candidates = [
+        {"passage_title": "A", "passage_indices": [1, 2, 3], "joint": True, "relevance": "relevant"},
+        {"passage_title": "A", "passage_indices": [1], "joint": False, "relevance": "relevant"},
+        {"passage_title": "B", "passage_indices": [2], "joint": False, "relevance": "irrelevant"},
+    ]
+    row = {"id": "q1", "reasoning_chain": [step], "details": {"all_candidates": candidates}}
+    by = {r["source"]: r for r in quality_critics.evidence_rows({"self_rag": [row]}, {"q1": {"A"}})}
+    verdict = by["relevance: self_rag combined [IsRel] verdict (1 / 0), passages it judged"]
+    assert (verdict["auc"], verdict["n_pos"], verdict["n_neg"]) == (1.0, 1, 1)
+    assert by["relevance: self_rag lexical prior (retrieval.links)"]["auc"] == 0.5
+    assert "relevance: self_rag fused (model + prior) / 2" not in by

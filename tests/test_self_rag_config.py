@@ -83,10 +83,13 @@ def test_config_schema_lists_keys_and_defaults():
         "retrieval_threshold": DEFAULT_THRESHOLD,
         "joint_candidate": True,
         "joint_passages": 5,
+        "joint_ranking": "auto",
+        "yes_no_facts": False,
         "selection": "joint_first",
         "retrieve_own_evidence": True,
         "abstain_below": None,
         "abstain_min_relevance": None,
+        "abstain_unconfirmed": False,
     }
     assert not any(required for _, required, _ in schema.values())
 

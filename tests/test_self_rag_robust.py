@@ -14,10 +14,11 @@ import pytest
 
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
+from selfrag.methods.abstention import agree
 from selfrag.methods.answer_format import answer_format
 from selfrag.methods.answer_shape import finalize_answer, is_yes_no, malformed, yes_no
 from selfrag.methods.self_rag_decision import ANCHORS_RETRIEVE, ANCHORS_SKIP, names_something
-from selfrag.methods.self_rag_evidence import impute, rank_evidence
+from selfrag.methods.self_rag_evidence import best_fused, impute, rank_evidence
 from selfrag.methods.trace import Run
 from selfrag.types import Document, Question, RetrievalResult
 
@@ -116,7 +117,8 @@ def joint_script(director_support: str = "fully supported", joint_support: str =
 
 async def test_the_joint_candidate_reads_every_passage_not_judged_irrelevant(two_hop_retriever):
     llm = ScriptedBackend(joint_script())
-    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}})
+    cfg = {"self_rag": {"retrieval_mode": "always", "joint_ranking": "fused"}}
+    method = create_method("self_rag", llm, two_hop_retriever, cfg)
     response = await method.answer(TWO_HOP)
     joint, *per_passage = response.candidates
     assert joint.details["joint"] is True and joint.details["passage_indices"] == [1, 2]
@@ -133,6 +135,36 @@ async def test_the_joint_candidate_reads_every_passage_not_judged_irrelevant(two
     assert [d.text for d in response.citations] == [DOC_DIRECTOR, DOC_BIRTH]
     ranked = next(s for s in response.reasoning_chain if s.action == "rank_evidence")
     assert [p["kept"] for p in ranked.details["passages"]] == [True, True, False]
+    assert ranked.details["ranked_by"] == "fused"
+
+
+async def test_by_default_the_joint_passages_are_chosen_by_evidence_before_any_verdict(two_hop_retriever):
+    """Issue 16: the 1.5B model's [IsRel] verdict was at chance (AUC 0.50), so combined mode ranks the
+    joint's passages by the lexical prior alone and writes the joint alongside the one-passage chains.
+    The passage the model called irrelevant is still read; the calls are the same 2 x 3 + 3."""
+    llm = ScriptedBackend(joint_script())
+    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}})
+    response = await method.answer(TWO_HOP)
+    actions = [s.action for s in response.reasoning_chain]
+    assert actions.index("rank_evidence") < actions.index("generate_and_critique")
+    ranked = response.reasoning_chain[actions.index("rank_evidence")]
+    assert ranked.details["ranked_by"] == "prior"
+    assert [p["model"] for p in ranked.details["passages"]] == [None, None, None]
+    joint = response.candidates[0]
+    assert joint.details["joint"] is True and joint.details["passage_indices"] == [1, 2, 3]
+    assert response.answer == "South Shields" and response.num_llm_calls == 2 * 3 + 3
+    # Trace order stays readable: the three chains, then the joint candidate's three calls.
+    calls = [s.action for s in response.reasoning_chain if s.action not in ("retrieve", "rank_evidence")]
+    assert calls[-4:-1] == ["generate", "assess_support", "rate_utility"]
+
+
+async def test_the_separate_mode_still_ranks_by_its_relevance_filter(two_hop_retriever):
+    method = create_method("self_rag", ScriptedBackend({"{": "{}"}), two_hop_retriever,
+                           {"self_rag": {"retrieval_mode": "always", "critique": "separate"}})
+    assert method._ranks_by_prior is False
+    method = create_method("self_rag", ScriptedBackend({"{": "{}"}), two_hop_retriever,
+                           {"self_rag": {"critique": "separate", "joint_ranking": "prior"}})
+    assert method._ranks_by_prior is True
 
 
 async def test_a_self_labelled_challenger_does_not_overturn_the_joint_candidate(two_hop_retriever):
@@ -146,7 +178,7 @@ async def test_a_self_labelled_challenger_does_not_overturn_the_joint_candidate(
     assert response.candidates[1].support == "fully supported"  # the challenger's own label
     select = next(s for s in response.reasoning_chain if s.action == "select_best")
     assert select.thought.startswith("The joint candidate when it has an answer")
-    assert [d.text for d in response.citations] == [DOC_DIRECTOR, DOC_BIRTH]
+    assert [d.text for d in response.citations] == [DOC_DIRECTOR, DOC_BIRTH, DOC_OTHER]  # the joint's passages
 
 
 async def test_selection_critique_lets_a_better_scored_candidate_beat_the_joint_candidate(two_hop_retriever):
@@ -364,12 +396,17 @@ async def test_abstains_when_no_passage_reaches_the_relevance_floor(two_hop_retr
     response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(TWO_HOP)
     assert response.abstained is True and response.answer == "insufficient evidence"
     assert response.citations == ()
-    assert response.num_llm_calls == 2 * 3  # the joint candidate is never written
+    # The joint (ranked by the prior) was written alongside the chains, before the floor could be
+    # checked: its 3 calls are spent. With joint_ranking: fused it waits and is never written.
+    assert response.num_llm_calls == 2 * 3 + 3
     step = next(s for s in response.reasoning_chain if s.action == "abstain")
     assert step.details["abstain_reason"] == "no passage's fused relevance reaches 0.7 (best 0.67)"
     cfg = {"self_rag": {"retrieval_mode": "always", "abstain_min_relevance": 0.6}}
     response = await create_method("self_rag", ScriptedBackend(joint_script()), two_hop_retriever, cfg).answer(TWO_HOP)
     assert response.abstained is False and response.answer == "South Shields"
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_min_relevance": 0.7, "joint_ranking": "fused"}}
+    response = await create_method("self_rag", ScriptedBackend(joint_script()), two_hop_retriever, cfg).answer(TWO_HOP)
+    assert response.abstained is True and response.num_llm_calls == 2 * 3
 
 
 async def test_the_relevance_floor_passes_a_passage_named_in_the_question(static_retriever_factory):
@@ -382,8 +419,9 @@ async def test_the_relevance_floor_passes_a_passage_named_in_the_question(static
     # "Alien" is named in the question: prior (score share 1 + named 1 + linked 0) / 3 = 2/3,
     # fused (verdict 1 + 2/3) / 2 = 0.8333.
     assert response.abstained is False and response.answer == "South Shields"
+    assert best_fused(TWO_HOP.text, docs, (3.0, 2.0, 1.0), [1.0, 1.0, 0.0]) == 0.8333
     ranked = next(s for s in response.reasoning_chain if s.action == "rank_evidence")
-    assert ranked.details["passages"][0]["fused"] == 0.8333
+    assert ranked.details["passages"][0]["prior"] == 0.6667
 
 
 def test_an_unjudged_passage_takes_the_mean_verdict_of_the_judged_ones():
@@ -408,3 +446,69 @@ def test_the_joint_passages_are_ranked_by_evidence_not_by_which_were_judged():
     assert [r["fused"] for r in rows] == [0.6667, 0.625, 0.5833, 0.7083]
     assert [r["judged"] for r in rows] == [True, True, True, False]
     assert ranked.passages.indices == (4, 1)
+
+
+# -- abstention when no other candidate confirms the answer (issue 17) ------------------------
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        # tokens {stedelijk, museum} vs {stedelijk, museum, amsterdam}: P 1, R 2/3, F1 0.8
+        ("the Stedelijk Museum", "Stedelijk Museum Amsterdam", True),
+        # one shared token of two each: P = R = 1/2, F1 0.5 (the threshold itself agrees)
+        ("South Shields", "Shields, England", True),
+        # one shared token of 1 and 3: P 1, R 1/3, F1 0.5
+        ("Scott", "Ridley Scott Jr", True),
+        # one shared token of 1 and 4: F1 0.4
+        ("Scott", "Sir Ridley Scott Jr", False),
+        ("yes", "Yes.", True),
+        ("no", "yes", False),
+        ("yes", "yes both are", False),  # yes/no only match exactly
+    ],
+)
+def test_two_answers_agree_when_their_token_f1_reaches_one_half(a, b, same):
+    assert agree(a, b) is same and agree(b, a) is same
+
+
+def confirm_script(director: str, birth: str, joint: str = "South Shields") -> dict:
+    script = joint_script()
+    script.update({"Use the documents below": joint,
+                   DOC_DIRECTOR: f"{director}\n[IsRel] relevant\n[IsSup] fully supported",
+                   DOC_BIRTH: f"{birth}\n[IsRel] relevant\n[IsSup] fully supported"})
+    return script
+
+
+async def test_an_answer_another_candidate_confirms_is_kept(two_hop_retriever):
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_unconfirmed": True}}
+    llm = ScriptedBackend(confirm_script("Ridley Scott", "in South Shields, England"))
+    response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(TWO_HOP)
+    assert response.abstained is False and response.answer == "South Shields"
+
+
+async def test_abstains_when_no_other_candidate_gives_the_selected_answer(two_hop_retriever):
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_unconfirmed": True}}
+    llm = ScriptedBackend(confirm_script("Ridley Scott", "London"))
+    response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(TWO_HOP)
+    assert response.abstained is True and response.answer == "insufficient evidence"
+    assert response.citations == ()
+    step = next(s for s in response.reasoning_chain if s.action == "abstain")
+    assert step.details["abstain_reason"] == (
+        "no other candidate confirms the answer 'South Shields' (3 other usable candidates, "
+        "agreement: token F1 >= 0.5)")
+    assert "abstain_unconfirmed=True" in step.action_input
+    # Off (the default): the same run answers.
+    llm = ScriptedBackend(confirm_script("Ridley Scott", "London"))
+    response = await create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}}).answer(TWO_HOP)
+    assert response.abstained is False and response.answer == "South Shields"
+
+
+async def test_a_yes_no_answer_needs_the_same_word_to_be_confirmed(two_hop_retriever):
+    yes_no_q = Question(id="y", text="Was Ridley Scott born in South Shields?")
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_unconfirmed": True}}
+    llm = ScriptedBackend(confirm_script("No", "No", joint="Yes"))
+    response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(yes_no_q)
+    assert response.abstained is True
+    llm = ScriptedBackend(confirm_script("No", "Yes", joint="Yes"))
+    response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(yes_no_q)
+    assert response.abstained is False and response.answer == "yes"

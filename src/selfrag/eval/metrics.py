@@ -9,10 +9,9 @@ and yes/no/maybe accuracy first extract the chosen option from free text.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from ..normalize import normalize_answer
+from ..normalize import normalize_answer, token_overlap
 
 
 def exact_match(prediction: str, gold: str) -> float:
@@ -21,21 +20,7 @@ def exact_match(prediction: str, gold: str) -> float:
 
 def f1_parts(prediction: str, gold: str) -> tuple[float, float, float]:
     """Token ``(f1, precision, recall)`` of a prediction against one gold answer."""
-    pred = normalize_answer(prediction)
-    ref = normalize_answer(gold)
-    # As in the official HotpotQA script: yes/no/noanswer only match exactly.
-    special = {"yes", "no", "noanswer"}
-    if (pred in special or ref in special) and pred != ref:
-        return 0.0, 0.0, 0.0
-    pred_tokens = pred.split()
-    ref_tokens = ref.split()
-    common = Counter(pred_tokens) & Counter(ref_tokens)
-    same = sum(common.values())
-    if same == 0:
-        return 0.0, 0.0, 0.0
-    precision = same / len(pred_tokens)
-    recall = same / len(ref_tokens)
-    return 2 * precision * recall / (precision + recall), precision, recall
+    return token_overlap(prediction, gold)
 
 
 def f1_score(prediction: str, gold: str) -> float:

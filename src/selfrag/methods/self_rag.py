@@ -15,10 +15,12 @@ Around the mode, the pipeline is the same:
    (``separate``: every passage judged relevant). Chains of different
    passages run concurrently and are joined back in passage order.
 3. **The joint candidate** (``joint_candidate: true``, the default): one more
-   candidate written over the ``joint_passages`` passages with the best
-   fused relevance (the mode's verdict and lexical evidence,
-   :mod:`.self_rag_evidence`), so a question that needs two passages can be
-   answered; it is listed first, so it wins ties.
+   candidate written over the ``joint_passages`` best passages, so a question
+   that needs two passages can be answered; it is listed first, so it wins
+   ties. ``joint_ranking`` (:mod:`.self_rag_evidence`): ``combined`` and
+   ``fused`` rank by lexical evidence alone and write the joint alongside the
+   one-passage chains; ``separate`` waits for its relevance filter and ranks
+   by the verdicts fused with that evidence.
 4. **No answer is never selected.** A candidate whose answer is empty, a
    reflection label, JSON or prompt text is discarded (and recorded); when
    none is left, one answer is written over all retrieved passages.
@@ -29,8 +31,11 @@ Around the mode, the pipeline is the same:
 
 Abstention (off by default, as in the seeds): ``abstain_min_relevance`` answers
 "insufficient evidence" when no passage's fused relevance reaches it (checked
-before the joint candidate is written, so it also saves those calls);
-``abstain_below`` when no usable candidate's support verdict reaches that level.
+once the verdicts are in; when the joint is ranked by the prior it has already
+been written by then, and its calls are spent);
+``abstain_below`` when no usable candidate's support verdict reaches that level;
+``abstain_unconfirmed`` when no other usable candidate gives the selected
+answer (:mod:`.abstention`).
 
 Budgets (``combined``, n candidates, joint on): ``1 + 2(n + 1)`` calls with
 retrieval, 2 without; ``joint_candidate: false`` gives seed 000's ``1 + 2n``.
@@ -47,7 +52,7 @@ from ..prompts import load_prompt, render
 from ..reflection.parse import RELEVANT
 from ..reflection.select import best_index, support_rank
 from ..types import ArchitectureType, Candidate, Document, Question
-from .abstention import ABSTAIN_ANSWER, note_abstention, relevance_floor_reason
+from .abstention import ABSTAIN_ANSWER, note_abstention, relevance_floor_reason, unconfirmed_reason
 from .answer_format import answer_system
 from .answer_shape import keep_answers
 from .base import Method, MethodConfig, Outcome
@@ -55,7 +60,7 @@ from .concurrency import gather_in_order
 from .context import answer_over
 from .registry import register
 from .self_rag_decision import DEFAULT_THRESHOLD, Calibration, decide_retrieval, decision_template
-from .self_rag_evidence import Ranked, rank_evidence, verdicts
+from .self_rag_evidence import best_fused, rank_evidence, verdicts
 from .self_rag_modes import MODES, Passages
 from .text import clean_answer
 from .trace import Run
@@ -82,6 +87,14 @@ class SelfRAGConfig(MethodConfig):
     # (the mode's verdict and lexical evidence: self_rag_evidence.py), at most this many.
     joint_candidate: bool = True
     joint_passages: int = Field(5, ge=2)
+    # Which passages the joint candidate reads. prior: the best by lexical evidence alone,
+    # chosen before any verdict, so the joint is written alongside the one-passage candidates;
+    # fused: the mode's relevance verdicts averaged with that evidence (waits for them);
+    # auto: fused for the separate mode, whose verdicts filter passages, prior otherwise.
+    joint_ranking: Literal["auto", "prior", "fused"] = "auto"
+    # A yes/no question's joint candidate writes one fact line per item compared, then
+    # "Answer: yes|no" (yes_no_facts.py); off: vanilla_rag's prompt, as for any question.
+    yes_no_facts: bool = False
     # How the answer is chosen. joint_first: the joint candidate, unless it has no usable
     # answer (the one-passage candidates are its fallbacks, ranked by the mode's rule);
     # critique: the mode's rule over every candidate, the joint included (the paper's and
@@ -99,6 +112,9 @@ class SelfRAGConfig(MethodConfig):
     # ... or when no retrieved passage's fused relevance (verdict and lexical evidence,
     # self_rag_evidence.py) reaches this (checked before the joint candidate is written).
     abstain_min_relevance: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    # ... or when no other usable candidate (written from other passages) gives the same answer
+    # as the selected one (abstention.py: token F1 >= 0.5).
+    abstain_unconfirmed: bool = False
 
 
 def cited_passages(best: Candidate | None, docs: list[Document]) -> list[Document] | None:
@@ -143,7 +159,8 @@ class SelfRAG(Method):
         self.decision_prompt = decision_template(self.config.prompt_path)
         self.calibration = Calibration()
         short = min(self.config.critic_max_tokens, int(self.llm_params["max_tokens"]))
-        self.mode = MODES[self.config.critique](self.llm, self.config.max_context_tokens, short)
+        self.mode = MODES[self.config.critique](
+            self.llm, self.config.max_context_tokens, short, yes_no_facts=self.config.yes_no_facts)
 
     async def _answer(self, question: Question, run: Run) -> Outcome:
         if not await self._decide(question, run):
@@ -153,12 +170,21 @@ class SelfRAG(Method):
         result = await run.retrieve(question.text, self.config.top_k, thought="Retrieve passages for the question.")
         docs = list(result.documents)
         judged = docs if self.mode.filters_first else docs[: self.config.num_candidates]
+        wants_joint = self.config.joint_candidate and len(docs) >= 2
+        early = rank_evidence(run, question.text, docs, result.scores, None, self.config.joint_passages) \
+            if wants_joint and self._ranks_by_prior else None
         forks = [run.fork() for _ in judged]
-        chains = await gather_in_order(
+        joint_run = run.fork()
+        work = [
             self._chain(question, doc, i, fork)
             for i, (doc, fork) in enumerate(zip(judged, forks, strict=True), start=1)
-        )
-        run.join(*forks)
+        ]
+        if early is not None:  # the joint does not wait for the verdicts: write it alongside the chains
+            work.append(self._joint(question, early.passages, joint_run))
+        results = await gather_in_order(work)
+        chains: list[Candidate | None] = list(results[: len(judged)])
+        run.join(*forks, joint_run)
+        joint = results[len(judged)] if early is not None else None
         candidates = [c for c in chains if c is not None]
         if self.mode.filters_first and not candidates:
             run.note(
@@ -173,14 +199,18 @@ class SelfRAG(Method):
             return Outcome(answer=answer, retrieval_needed=True, details=self._details(True, len(docs), [], None))
 
         per_passage = list(candidates)
-        ranked = self._rank(question, docs, result.scores, chains, run)
-        if ranked is not None and (why := relevance_floor_reason(ranked.best, self.config.abstain_min_relevance)):
-            return self._abstain(run, len(docs), candidates, why)
-        if ranked is not None and self.config.joint_candidate and len(docs) >= 2:
-            joint = await self.mode.joint(question, ranked.passages, run)
-            joint.details["joint"] = True
+        floor = self.config.abstain_min_relevance
+        if floor is not None and docs:
+            top = best_fused(question.text, docs, result.scores, verdicts(len(docs), chains))
+            if why := relevance_floor_reason(top, floor):
+                return self._abstain(run, len(docs), candidates, why)
+        if wants_joint and joint is None:
+            ranked = rank_evidence(run, question.text, docs, result.scores, verdicts(len(docs), chains),
+                                   self.config.joint_passages)
+            joint = await self._joint(question, ranked.passages, run)
+        if joint is not None:
             candidates = [joint, *candidates]
-        usable = keep_answers(run, candidates, lambda c: c.text)
+        usable = answered = keep_answers(run, candidates, lambda c: c.text)
         if self.config.abstain_below:
             level = support_rank(self.config.abstain_below)
             supported = [c for c in usable if self._support(c) >= level]
@@ -190,6 +220,9 @@ class SelfRAG(Method):
                 return self._abstain(run, len(docs), candidates, why)
             usable = supported
         best = self._select(run, usable)
+        others = [c.text for c in answered if c is not best]
+        if best is not None and self.config.abstain_unconfirmed and (why := unconfirmed_reason(best.text, others)):
+            return self._abstain(run, len(docs), candidates, why)
         answer = best.text if best else await self._over_all(question, docs, run)
         details = self._details(True, len(docs), per_passage, best, docs)
         details["all_candidates"] = [_candidate_row(c) for c in candidates]
@@ -233,20 +266,25 @@ class SelfRAG(Method):
             return None
         return await self.mode.candidate(question, passages, run)
 
-    def _rank(
-        self, question: Question, docs: list[Document], scores: Any, chains: list[Candidate | None], run: Run
-    ) -> Ranked | None:
-        """Fused relevance of every passage, when the joint candidate or the relevance floor needs it."""
-        if not docs or not (self.config.joint_candidate or self.config.abstain_min_relevance is not None):
-            return None
-        return rank_evidence(run, question.text, docs, scores, verdicts(len(docs), chains), self.config.joint_passages)
+    async def _joint(self, question: Question, passages: Passages, run: Run) -> Candidate:
+        joint = await self.mode.joint(question, passages, run)
+        joint.details["joint"] = True
+        return joint
+
+    @property
+    def _ranks_by_prior(self) -> bool:
+        ranking = self.config.joint_ranking
+        return ranking == "prior" or (ranking == "auto" and not self.mode.filters_first)
 
     @property
     def _abstains(self) -> bool:
-        return self.config.abstain_below is not None or self.config.abstain_min_relevance is not None
+        cfg = self.config
+        return cfg.abstain_below is not None or cfg.abstain_min_relevance is not None or cfg.abstain_unconfirmed
 
     def _abstain(self, run: Run, retrieved: int, candidates: list[Candidate], why: str) -> Outcome:
-        settings = f"abstain_below={self.config.abstain_below}, abstain_min_relevance={self.config.abstain_min_relevance}"
+        cfg = self.config
+        settings = (f"abstain_below={cfg.abstain_below}, abstain_min_relevance={cfg.abstain_min_relevance}, "
+                    f"abstain_unconfirmed={cfg.abstain_unconfirmed}")
         note_abstention(run, settings, why)
         details = self._details(True, retrieved, [c for c in candidates if not c.details.get("joint")], None)
         details["abstain_reason"] = why

@@ -36,10 +36,12 @@ from ..reflection.parse import (
 from ..reflection.select import combined_score, separate_key, separate_score
 from ..types import Candidate, Document, Question
 from .answer_format import answer_kind, answer_system
+from .answer_shape import is_yes_no
 from .concurrency import gather_in_order
 from .context import answer_over, format_passage, truncate_to_tokens
 from .text import clean_answer
 from .trace import Run, StepRecord, shorten
+from .yes_no_facts import yes_no_after_facts
 
 
 @dataclass(frozen=True)
@@ -68,10 +70,11 @@ class Mode:
     # Separate mode judges relevance before generation and drops irrelevant passages.
     filters_first: ClassVar[bool] = False
 
-    def __init__(self, llm: Any, max_context_tokens: int, short_tokens: int) -> None:
+    def __init__(self, llm: Any, max_context_tokens: int, short_tokens: int, *, yes_no_facts: bool = False) -> None:
         self.llm = llm
         self.max_context_tokens = max_context_tokens
         self.short_tokens = short_tokens
+        self.yes_no_facts = yes_no_facts
 
     def context(self, passages: Passages) -> str:
         budget = max(16, self.max_context_tokens // len(passages.docs))
@@ -99,11 +102,7 @@ class Mode:
 
     async def joint(self, question: Question, passages: Passages, run: Run) -> Candidate:
         """The candidate over several passages: ``vanilla_rag``'s answer prompt, then support and utility."""
-        gen, context, _ = await answer_over(
-            run, question, passages.docs, self.max_context_tokens,
-            thought=f"Answer from {passages.name()} together.",
-        )
-        answer = clean_answer(gen.text)
+        gen, context, answer = await self._joint_answer(question, passages, run)
         gen.details["passage_ids"] = [d.id for d in passages.docs]
         # Support and utility both judge the finished answer: ask them at once, record support first.
         sup_run, use_run = run.fork(), run.fork()
@@ -125,6 +124,22 @@ class Mode:
             answer, passages, relevance=RELEVANT, support=support, utility=utility.value,
             score=combined_score(utility.value, support, RELEVANT), defaults=defaults,
         )
+
+    async def _joint_answer(self, question: Question, passages: Passages, run: Run) -> tuple[StepRecord, str, str]:
+        """The joint's answer step, its context and answer: ``vanilla_rag``'s prompt, or for a yes/no
+        question with ``yes_no_facts`` the facts-then-verdict call (:mod:`.yes_no_facts`)."""
+        if self.yes_no_facts and is_yes_no(question):
+            step, context, verdict = await yes_no_after_facts(
+                run, question, passages.docs, self.max_context_tokens,
+                thought=f"Write the facts {passages.name()} give on each item compared, then yes or no.",
+            )
+            if verdict is not None:
+                return step, context, verdict
+        gen, context, _ = await answer_over(
+            run, question, passages.docs, self.max_context_tokens,
+            thought=f"Answer from {passages.name()} together.",
+        )
+        return gen, context, clean_answer(gen.text)
 
     async def relevant(self, question: Question, passages: Passages, run: Run) -> bool:
         """A relevance verdict on its own (modes with ``filters_first`` only)."""
