@@ -78,16 +78,18 @@ def truncate_to_tokens(text: str, max_tokens: int, count_tokens: Callable[[str],
 
 
 async def answer_over(
-    run: Run, question: Question, docs: Sequence[Document], max_tokens: int, *, thought: str
+    run: Run, question: Question, docs: Sequence[Document], max_tokens: int, *, thought: str,
+    template: str = "answer_with_context", action: str = "generate", formatted: bool = True,
 ) -> tuple[StepRecord, str, list[Document]]:
     """``vanilla_rag``'s answer call over ``docs`` joined up to ``max_tokens``.
 
-    Returns the step (its text is the raw answer), the context shown and the
-    documents it includes.
+    ``template`` (with ``{context}`` and ``{question}``) replaces the prompt;
+    ``formatted=False`` leaves out the answer-format system message, for a
+    prompt that asks for its own reply shape. Returns the step (its text is
+    the raw answer), the context shown and the documents it includes.
     """
     context, used = build_context(docs, max_tokens, run.llm.count_tokens)
-    prompt = render(load_prompt("answer_with_context"), question=question.text, context=context)
-    step = await run.generate(
-        chat(answer_system(question), prompt), action="generate", thought=thought, action_input=question.text
-    )
+    prompt = render(load_prompt(template), question=question.text, context=context)
+    system = answer_system(question) if formatted else None
+    step = await run.generate(chat(system, prompt), action=action, thought=thought, action_input=question.text)
     return step, context, used

@@ -83,8 +83,7 @@ class SelfRAGConfig(MethodConfig):
     # Adaptive decision on a backend with log-probabilities: retrieve when P(yes) >= this;
     # "auto": measured once per backend on written anchor questions (self_rag_decision.py).
     retrieval_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["auto"] = DEFAULT_THRESHOLD
-    # One more candidate written over the passages with the best fused relevance
-    # (the mode's verdict and lexical evidence: self_rag_evidence.py), at most this many.
+    # One more candidate written over the best passages (joint_ranking below), at most this many.
     joint_candidate: bool = True
     joint_passages: int = Field(5, ge=2)
     # Which passages the joint candidate reads. prior: the best by lexical evidence alone,
@@ -110,7 +109,7 @@ class SelfRAGConfig(MethodConfig):
     # abstained: true when no usable candidate has a support verdict at least this good ...
     abstain_below: Literal["partially_supported", "fully_supported"] | None = None
     # ... or when no retrieved passage's fused relevance (verdict and lexical evidence,
-    # self_rag_evidence.py) reaches this (checked before the joint candidate is written).
+    # self_rag_evidence.py) reaches this (checked once the one-passage verdicts are in).
     abstain_min_relevance: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
     # ... or when no other usable candidate (written from other passages) gives the same answer
     # as the selected one (abstention.py: token F1 >= 0.5).

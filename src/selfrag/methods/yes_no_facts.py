@@ -14,10 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..llm.base import chat
-from ..prompts import load_prompt, render
 from ..types import Document, Question
-from .context import build_context
+from .context import answer_over
 from .trace import Run, StepRecord, shorten
 
 _VERDICT = re.compile(r"answer\s*[:\-]\s*\**\s*(yes|no)\b", re.IGNORECASE)
@@ -41,10 +39,9 @@ async def yes_no_after_facts(
     run: Run, question: Question, docs: Sequence[Document], max_tokens: int, *, thought: str
 ) -> tuple[StepRecord, str, str | None]:
     """The step, the context shown, and the verdict (None when the reply has no ``Answer:`` line)."""
-    context, _ = build_context(docs, max_tokens, run.llm.count_tokens)
-    prompt = render(load_prompt("self_rag_yes_no_facts"), question=question.text, context=context)
-    step = await run.generate(chat(None, prompt), action="generate_after_facts", thought=thought,
-                              action_input=question.text)
+    step, context, _ = await answer_over(run, question, docs, max_tokens, thought=thought,
+                                         template="self_rag_yes_no_facts", action="generate_after_facts",
+                                         formatted=False)
     verdict = read_verdict(step.text)
     facts = read_facts(step.text)
     step.details.update(verdict=verdict, facts=facts)
