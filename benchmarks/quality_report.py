@@ -131,6 +131,12 @@ def critics_section(tag: str, rows: list[dict[str, Any]], n_critics: int) -> lis
     return [*lines, ""]
 
 
+def _withheld(g: dict[str, Any]) -> str:
+    """``k of m``: abstentions that withheld a right answer, of those that record one."""
+    n = g.get("withheld_correct_n") or 0
+    return f"{round(g['withheld_correct'] * n)} of {n}" if n else "-"
+
+
 def grounding_section(rows: list[dict[str, Any]]) -> list[str]:
     """Issue 17: citations and abstention, answerable and unanswerable questions apart."""
     rows = [r for r in rows if r.get("grounding")]
@@ -141,18 +147,21 @@ def grounding_section(rows: list[dict[str, Any]]) -> list[str]:
         "",
         "Evidence F1: the cited paragraphs' titles against the gold supporting titles; joint F1: HotpotQA's "
         "answer x evidence F1 at paragraph level; in citations: the answer occurs in a cited passage; "
-        "truthful: +1 right (F1 >= 0.5), 0 abstained, -1 wrong. *hotpotqa_mix* removes the gold paragraphs "
+        "truthful: +1 right (F1 >= 0.5), 0 abstained, -1 wrong; withheld right: of the abstentions that "
+        "record the answer they withheld, how many withheld a right one (the cost of abstaining). "
+        "*hotpotqa_mix* removes the gold paragraphs "
         "from about half the questions (unanswerable: abstaining is right). Means over the questions where a "
         "metric is defined (docs/evaluation.md).",
         "",
-        "| dataset | method | questions | n | F1 | abstained | answered acc. | truthful | evidence F1 | joint F1 | in citations |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| dataset | method | questions | n | F1 | abstained | answered acc. | truthful | withheld right | evidence F1 "
+        "| joint F1 | in citations |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         for kind, g in r["grounding"].items():
             lines.append(
                 f"| {r['dataset']} | `{r['variant']}` | {kind} | {g['n']} | {_f(g['f1'])} | {_f(g['abstention'])} | "
-                f"{_f(g['answered_accuracy'])} | {_f(g['truthfulness'])} | {_f(g['evidence_f1'])} | "
+                f"{_f(g['answered_accuracy'])} | {_f(g['truthfulness'])} | {_withheld(g)} | {_f(g['evidence_f1'])} | "
                 f"{_f(g['joint_f1'])} | {_f(g['answer_in_citations'])} |"
             )
     return [*lines, ""]

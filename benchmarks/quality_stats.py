@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from selfrag.eval.metrics import best_over, f1_score, normalize_answer
+from selfrag.eval.report import GROUNDING_KEYS
 from selfrag.methods.answer_shape import malformed
 
 BOOTSTRAP_RESAMPLES = 2000
@@ -224,8 +225,7 @@ def support_pairs(rows: Iterable[dict[str, Any]]) -> tuple[list[float], list[flo
     return correct, wrong, questions
 
 
-GROUNDING_METRICS = ("f1", "abstention", "answered_accuracy", "truthfulness", "evidence_f1", "joint_f1",
-                     "answer_in_citations")
+GROUNDING_METRICS = GROUNDING_KEYS
 
 
 def grounding(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:

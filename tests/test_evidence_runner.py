@@ -62,7 +62,9 @@ class Abstaining:
         response = await self._method.answer(question)
         if question.id not in self._ids:
             return response
-        return dataclasses.replace(response, answer="insufficient evidence", abstained=True, citations=())
+        details = {**response.details, "withheld_answer": response.answer}
+        return dataclasses.replace(response, answer="insufficient evidence", abstained=True, citations=(),
+                                   details=details)
 
 
 @pytest.fixture
@@ -94,6 +96,8 @@ async def test_records_and_summary_carry_citations_abstention_and_evidence(tmp_p
     assert r1["metrics"]["evidence_f1"] == pytest.approx(2 / 3) and r1["metrics"]["answer_in_citations"] == 1.0
     assert (r3["prediction"], r3["abstained"], r3["citations"]) == ("insufficient evidence", True, [])
     assert r3["metrics"]["abstention"] == 1.0 and "evidence_f1" not in r3["metrics"]
+    assert r3["metrics"]["withheld_correct"] == 1.0  # it withheld "Rome", the right answer
+    assert "withheld_correct" not in r1["metrics"]
 
     s = result.summary
     m, n = s["metrics"], s["metric_counts"]
@@ -103,8 +107,20 @@ async def test_records_and_summary_carry_citations_abstention_and_evidence(tmp_p
     assert (m["evidence_precision"], m["evidence_recall"]) == (0.5, 1.0) and n["evidence_f1"] == 5
     assert m["joint_f1"] == pytest.approx(2 / 5)
     assert m["answer_in_citations"] == pytest.approx(3 / 5)  # "Lisbon" is in no passage
-    assert list(m)[:12] == ["em", "f1", "match", *ABSTENTION_METRICS, *EVIDENCE_METRICS, "retrieval_recall@2"]
+    assert list(m)[:13] == ["em", "f1", "match", *ABSTENTION_METRICS, *EVIDENCE_METRICS, "retrieval_recall@2"]
     assert "by_answerable" not in s
+
+
+async def test_withheld_correct_counts_abstentions_that_withheld_a_right_answer(tmp_path, abstain_on):
+    """q3 would have answered "Rome" (right), q4 "Lisbon" (wrong): 1 of 2 abstentions cost a right answer."""
+    abstain_on({"q3", "q4"})
+    result = await run_experiment_async(config(tmp_path), progress=False)
+    records = {r["id"]: r for r in read_predictions(result.run_dir / "predictions.jsonl")}
+    assert (records["q3"]["metrics"]["withheld_correct"], records["q4"]["metrics"]["withheld_correct"]) == (1.0, 0.0)
+    m, n = result.summary["metrics"], result.summary["metric_counts"]
+    assert m["withheld_correct"] == 0.5 and n["withheld_correct"] == 2
+    # Truthfulness still scores both abstentions 0: (1 - 1 + 0 + 0 + 1 + 1) / 6.
+    assert m["truthfulness"] == pytest.approx(2 / 6)
 
 
 async def test_a_mixed_run_splits_answerable_and_unanswerable(tmp_path):

@@ -368,6 +368,7 @@ async def test_abstains_when_no_candidate_reaches_the_support_level(two_hop_retr
     step = next(s for s in response.reasoning_chain if s.action == "abstain")
     # Passage 2's verdict is missing (a default) and passage 3's is "no support": none reaches partial.
     assert "partially supported" in step.details["abstain_reason"]
+    assert response.details["withheld_answer"] == "South Shields"  # the joint's, as selection would pick
 
 
 async def test_a_supported_candidate_is_answered_even_when_the_joint_one_is_not(two_hop_retriever):
@@ -401,12 +402,15 @@ async def test_abstains_when_no_passage_reaches_the_relevance_floor(two_hop_retr
     assert response.num_llm_calls == 2 * 3 + 3
     step = next(s for s in response.reasoning_chain if s.action == "abstain")
     assert step.details["abstain_reason"] == "no passage's fused relevance reaches 0.7 (best 0.67)"
+    assert response.details["withheld_answer"] == "South Shields"  # the joint was already written
     cfg = {"self_rag": {"retrieval_mode": "always", "abstain_min_relevance": 0.6}}
     response = await create_method("self_rag", ScriptedBackend(joint_script()), two_hop_retriever, cfg).answer(TWO_HOP)
     assert response.abstained is False and response.answer == "South Shields"
     cfg = {"self_rag": {"retrieval_mode": "always", "abstain_min_relevance": 0.7, "joint_ranking": "fused"}}
     response = await create_method("self_rag", ScriptedBackend(joint_script()), two_hop_retriever, cfg).answer(TWO_HOP)
     assert response.abstained is True and response.num_llm_calls == 2 * 3
+    # Without the joint the withheld answer is the best one-passage candidate's.
+    assert response.details["withheld_answer"] == "Ridley Scott"
 
 
 async def test_the_relevance_floor_passes_a_passage_named_in_the_question(static_retriever_factory):
@@ -497,6 +501,7 @@ async def test_abstains_when_no_other_candidate_gives_the_selected_answer(two_ho
         "no other candidate confirms the answer 'South Shields' (3 other usable candidates, "
         "agreement: token F1 >= 0.5)")
     assert "abstain_unconfirmed=True" in step.action_input
+    assert response.details["withheld_answer"] == "South Shields"
     # Off (the default): the same run answers.
     llm = ScriptedBackend(confirm_script("Ridley Scott", "London"))
     response = await create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}}).answer(TWO_HOP)

@@ -11,7 +11,9 @@ them to a question and a response. Definitions and edge cases are in
   answer recall x evidence recall, combined into an F1;
 * answer in citations: the normalised answer occurs in a cited passage;
 * abstention, answered accuracy and truthfulness (+1 correct, 0 abstained,
-  -1 wrong), with correctness read by :func:`is_correct`.
+  -1 wrong), with correctness read by :func:`is_correct`; for an abstention
+  that records the answer it withheld, whether that answer was correct
+  (``withheld_correct``, applied in :mod:`.scoring`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from .metrics import normalize_answer
 # An open answer counts as correct from this token F1 on (see is_correct).
 CORRECT_F1 = 0.5
 # Summary order of the metrics this module defines.
-ABSTENTION_METRICS = ("abstention", "answered_accuracy", "truthfulness")
+ABSTENTION_METRICS = ("abstention", "answered_accuracy", "truthfulness", "withheld_correct")
 EVIDENCE_METRICS = ("evidence_precision", "evidence_recall", "evidence_f1", "joint_f1", "answer_in_citations")
 # Answers that say nothing a passage could contain.
 _UNCHECKABLE = {"yes", "no", "noanswer"}

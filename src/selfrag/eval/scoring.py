@@ -12,7 +12,7 @@ from typing import Any
 
 from ..types import Question, QuestionType, RAGResponse
 from .choices import LETTERS, YES_NO_MAYBE
-from .evidence import abstention_scores, answer_in_passages, evidence_scores, joint_f1
+from .evidence import abstention_scores, answer_in_passages, evidence_scores, is_correct, joint_f1
 from .metrics import (
     best_over,
     choice_accuracy,
@@ -65,14 +65,8 @@ def gold_titles(question: Question) -> list[str]:
     return list(question.metadata.get("supporting_titles") or [])
 
 
-def question_metrics(question: Question, response: RAGResponse, top_k: int) -> dict[str, float]:
-    """Answer metrics (em, f1, match, accuracy), retrieval recall, evidence and abstention metrics.
-
-    ``retrieval_recall@k`` is the share of the question's gold titles among the
-    passages retrieved (all retrieval calls together); it is left out when the
-    question has no gold titles or the method did not retrieve for it.
-    """
-    prediction = response.answer
+def answer_metrics(question: Question, prediction: str) -> dict[str, float]:
+    """em, f1, match against every gold answer (best), and accuracy for a choice question."""
     golds = question.answers
     out: dict[str, float] = {
         "em": best_over(exact_match, prediction, golds),
@@ -82,6 +76,17 @@ def question_metrics(question: Question, response: RAGResponse, top_k: int) -> d
     acc = accuracy(question, prediction)
     if acc is not None:
         out["accuracy"] = acc
+    return out
+
+
+def question_metrics(question: Question, response: RAGResponse, top_k: int) -> dict[str, float]:
+    """Answer metrics (em, f1, match, accuracy), retrieval recall, evidence and abstention metrics.
+
+    ``retrieval_recall@k`` is the share of the question's gold titles among the
+    passages retrieved (all retrieval calls together); it is left out when the
+    question has no gold titles or the method did not retrieve for it.
+    """
+    out = answer_metrics(question, response.answer)
     gold = gold_titles(question)
     if gold and response.num_retrieval_calls:
         recall = retrieval_recall(retrieved_titles(response), gold)
@@ -105,9 +110,14 @@ def grounding_metrics(question: Question, response: RAGResponse, answer: dict[st
     """Abstention metrics for every answer; evidence metrics for an answer that was given.
 
     ``answer`` holds the question's answer metrics (the correctness test reads them).
+    An abstention that records the answer it withheld (``details.withheld_answer``)
+    also gets ``withheld_correct``: 1.0 when that answer would have been correct.
     """
     out = abstention_scores(response.abstained, answer)
     if response.abstained:
+        withheld = response.details.get("withheld_answer")
+        if isinstance(withheld, str) and withheld.strip():
+            out["withheld_correct"] = float(is_correct(answer_metrics(question, withheld)))
         return out
     evidence = evidence_scores(cited_titles(response), gold_titles(question))
     if evidence is not None:

@@ -80,16 +80,19 @@ def truncate_to_tokens(text: str, max_tokens: int, count_tokens: Callable[[str],
 async def answer_over(
     run: Run, question: Question, docs: Sequence[Document], max_tokens: int, *, thought: str,
     template: str = "answer_with_context", action: str = "generate", formatted: bool = True,
+    reply_tokens: int | None = None,
 ) -> tuple[StepRecord, str, list[Document]]:
     """``vanilla_rag``'s answer call over ``docs`` joined up to ``max_tokens``.
 
     ``template`` (with ``{context}`` and ``{question}``) replaces the prompt;
     ``formatted=False`` leaves out the answer-format system message, for a
-    prompt that asks for its own reply shape. Returns the step (its text is
-    the raw answer), the context shown and the documents it includes.
+    prompt that asks for its own reply shape; ``reply_tokens`` caps the reply
+    below the method's ``max_tokens``. Returns the step (its text is the raw
+    answer), the context shown and the documents it includes.
     """
     context, used = build_context(docs, max_tokens, run.llm.count_tokens)
     prompt = render(load_prompt(template), question=question.text, context=context)
     system = answer_system(question) if formatted else None
-    step = await run.generate(chat(system, prompt), action=action, thought=thought, action_input=question.text)
+    cap = {} if reply_tokens is None else {"max_tokens": min(reply_tokens, int(run.params.get("max_tokens", reply_tokens)))}
+    step = await run.generate(chat(system, prompt), action=action, thought=thought, action_input=question.text, **cap)
     return step, context, used

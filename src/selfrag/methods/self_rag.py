@@ -54,7 +54,7 @@ from ..reflection.select import best_index, support_rank
 from ..types import ArchitectureType, Candidate, Document, Question
 from .abstention import ABSTAIN_ANSWER, note_abstention, relevance_floor_reason, unconfirmed_reason
 from .answer_format import answer_system
-from .answer_shape import keep_answers
+from .answer_shape import keep_answers, malformed
 from .base import Method, MethodConfig, Outcome
 from .concurrency import gather_in_order
 from .context import answer_over
@@ -91,9 +91,10 @@ class SelfRAGConfig(MethodConfig):
     # fused: the mode's relevance verdicts averaged with that evidence (waits for them);
     # auto: fused for the separate mode, whose verdicts filter passages, prior otherwise.
     joint_ranking: Literal["auto", "prior", "fused"] = "auto"
-    # A yes/no question's joint candidate writes one fact line per item compared, then
-    # "Answer: yes|no" (yes_no_facts.py); off: vanilla_rag's prompt, as for any question.
-    yes_no_facts: bool = False
+    # The joint candidate writes the facts it uses, one per line, then "Answer: ..."
+    # (facts_first.py): for every question (all), for yes/no questions only (yes_no),
+    # or never (off: vanilla_rag's answer prompt).
+    facts_first: Literal["off", "yes_no", "all"] = "off"
     # How the answer is chosen. joint_first: the joint candidate, unless it has no usable
     # answer (the one-passage candidates are its fallbacks, ranked by the mode's rule);
     # critique: the mode's rule over every candidate, the joint included (the paper's and
@@ -159,7 +160,7 @@ class SelfRAG(Method):
         self.calibration = Calibration()
         short = min(self.config.critic_max_tokens, int(self.llm_params["max_tokens"]))
         self.mode = MODES[self.config.critique](
-            self.llm, self.config.max_context_tokens, short, yes_no_facts=self.config.yes_no_facts)
+            self.llm, self.config.max_context_tokens, short, facts_first=self.config.facts_first)
 
     async def _answer(self, question: Question, run: Run) -> Outcome:
         if not await self._decide(question, run):
@@ -193,7 +194,7 @@ class SelfRAG(Method):
                 observation="Answering without context (relevant_docs_count = 0).",
             )
             if self._abstains:
-                return self._abstain(run, len(docs), [], "every retrieved passage was judged irrelevant")
+                return self._abstain(run, len(docs), [], "every retrieved passage was judged irrelevant", None)
             answer = await self._direct_answer(question, run, "No relevant documents; answer without context.")
             return Outcome(answer=answer, retrieval_needed=True, details=self._details(True, len(docs), [], None))
 
@@ -202,7 +203,8 @@ class SelfRAG(Method):
         if floor is not None and docs:
             top = best_fused(question.text, docs, result.scores, verdicts(len(docs), chains))
             if why := relevance_floor_reason(top, floor):
-                return self._abstain(run, len(docs), candidates, why)
+                seen = [joint, *candidates] if joint is not None else candidates
+                return self._abstain(run, len(docs), seen, why, self._would_answer(seen))
         if wants_joint and joint is None:
             ranked = rank_evidence(run, question.text, docs, result.scores, verdicts(len(docs), chains),
                                    self.config.joint_passages)
@@ -216,12 +218,12 @@ class SelfRAG(Method):
             if not supported:
                 why = (f"no candidate's support reaches {self.config.abstain_below.replace('_', ' ')} "
                        f"(verdicts: {', '.join(str(c.support) for c in usable) or 'none'})")
-                return self._abstain(run, len(docs), candidates, why)
+                return self._abstain(run, len(docs), candidates, why, self._would_answer(usable))
             usable = supported
         best = self._select(run, usable)
         others = [c.text for c in answered if c is not best]
         if best is not None and self.config.abstain_unconfirmed and (why := unconfirmed_reason(best.text, others)):
-            return self._abstain(run, len(docs), candidates, why)
+            return self._abstain(run, len(docs), candidates, why, best.text)
         answer = best.text if best else await self._over_all(question, docs, run)
         details = self._details(True, len(docs), per_passage, best, docs)
         details["all_candidates"] = [_candidate_row(c) for c in candidates]
@@ -280,13 +282,22 @@ class SelfRAG(Method):
         cfg = self.config
         return cfg.abstain_below is not None or cfg.abstain_min_relevance is not None or cfg.abstain_unconfirmed
 
-    def _abstain(self, run: Run, retrieved: int, candidates: list[Candidate], why: str) -> Outcome:
+    def _would_answer(self, candidates: list[Candidate]) -> str | None:
+        """The answer selection would give from ``candidates`` (no step recorded); None: no usable one."""
+        usable = [c for c in candidates if malformed(c.text) is None]
+        index = best_index([self._key(c) for c in usable])
+        return None if index is None else usable[index].text
+
+    def _abstain(self, run: Run, retrieved: int, candidates: list[Candidate], why: str,
+                 withheld: str | None) -> Outcome:
+        """The abstention outcome; ``withheld`` is the answer it replaces (scored as ``withheld_correct``)."""
         cfg = self.config
         settings = (f"abstain_below={cfg.abstain_below}, abstain_min_relevance={cfg.abstain_min_relevance}, "
                     f"abstain_unconfirmed={cfg.abstain_unconfirmed}")
         note_abstention(run, settings, why)
         details = self._details(True, retrieved, [c for c in candidates if not c.details.get("joint")], None)
         details["abstain_reason"] = why
+        details["withheld_answer"] = withheld
         return Outcome(answer=ABSTAIN_ANSWER, retrieval_needed=True, candidates=candidates,
                        details=details, abstained=True)
 

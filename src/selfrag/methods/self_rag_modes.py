@@ -39,9 +39,9 @@ from .answer_format import answer_kind, answer_system
 from .answer_shape import is_yes_no
 from .concurrency import gather_in_order
 from .context import answer_over, format_passage, truncate_to_tokens
+from .facts_first import answer_after_facts
 from .text import clean_answer
 from .trace import Run, StepRecord, shorten
-from .yes_no_facts import yes_no_after_facts
 
 
 @dataclass(frozen=True)
@@ -70,11 +70,11 @@ class Mode:
     # Separate mode judges relevance before generation and drops irrelevant passages.
     filters_first: ClassVar[bool] = False
 
-    def __init__(self, llm: Any, max_context_tokens: int, short_tokens: int, *, yes_no_facts: bool = False) -> None:
+    def __init__(self, llm: Any, max_context_tokens: int, short_tokens: int, *, facts_first: str = "off") -> None:
         self.llm = llm
         self.max_context_tokens = max_context_tokens
         self.short_tokens = short_tokens
-        self.yes_no_facts = yes_no_facts
+        self.facts_first = facts_first
 
     def context(self, passages: Passages) -> str:
         budget = max(16, self.max_context_tokens // len(passages.docs))
@@ -126,15 +126,15 @@ class Mode:
         )
 
     async def _joint_answer(self, question: Question, passages: Passages, run: Run) -> tuple[StepRecord, str, str]:
-        """The joint's answer step, its context and answer: ``vanilla_rag``'s prompt, or for a yes/no
-        question with ``yes_no_facts`` the facts-then-verdict call (:mod:`.yes_no_facts`)."""
-        if self.yes_no_facts and is_yes_no(question):
-            step, context, verdict = await yes_no_after_facts(
+        """The joint's answer step, its context and answer: ``vanilla_rag``'s prompt, or with
+        ``facts_first`` the facts-then-answer call (:mod:`.facts_first`), which falls back to it."""
+        if self.facts_first == "all" or (self.facts_first == "yes_no" and is_yes_no(question)):
+            step, context, final = await answer_after_facts(
                 run, question, passages.docs, self.max_context_tokens,
-                thought=f"Write the facts {passages.name()} give on each item compared, then yes or no.",
+                thought=f"Write the facts {passages.name()} give that lead to the answer, then the answer.",
             )
-            if verdict is not None:
-                return step, context, verdict
+            if final is not None:
+                return step, context, final
         gen, context, _ = await answer_over(
             run, question, passages.docs, self.max_context_tokens,
             thought=f"Answer from {passages.name()} together.",

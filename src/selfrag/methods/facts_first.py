@@ -1,0 +1,99 @@
+"""An answer written after the facts it rests on (``self_rag.facts_first``).
+
+Two failures of the benchmark models' joint answer motivate it:
+
+* a two-hop question answered with the bridge entity ("What was the father of
+  Kasper Schmeichel voted to be?" -> "Peter Schmeichel"): the model stopped
+  after the first hop;
+* a comparison question answered "yes" whatever the passages said (the 1.5B
+  model said "yes" to 16 of 17 HotpotQA yes/no questions).
+
+The first call asks for the facts that lead to the answer, then a last
+``Answer: ...`` line (a yes/no question, ``prompts/self_rag_yes_no_facts.txt``:
+one fact per item compared, then ``Answer: yes`` or ``Answer: no``; any other,
+``prompts/self_rag_facts_first.txt``: the hops in a few sentences). The
+benchmark models often leave that line out, or write a fragment in its place;
+then a second, short call reads the notes alone (no documents, so it costs
+little) and writes the answer in the question's format
+(``prompts/self_rag_facts_answer.txt``). A reply that still gives no answer
+yields ``None``, and the caller falls back to the plain answer call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..llm.base import chat
+from ..prompts import load_prompt, render
+from ..types import Document, Question
+from .answer_format import answer_system
+from .answer_shape import is_yes_no
+from .context import answer_over
+from .text import clean_answer
+from .trace import Run, StepRecord, shorten
+
+# A few fact lines and the answer fit well within this; a reply that runs on is a loop.
+REPLY_TOKENS = 160
+_VERDICT = re.compile(r"answer\s*[:\-]\s*\**\s*(yes|no)\b", re.IGNORECASE)
+# "Answer: X", "Final answer - X", "**Answer:** X", to the end of its line.
+_FINAL = re.compile(r"\banswer\W{0,3}?\s*[:\-]\s*(.*?)\s*$", re.IGNORECASE | re.MULTILINE)
+_FACT = re.compile(r"^\s*[-*•]\s*(.+?)\s*$", re.MULTILINE)
+_WRAPPING = " *_`\"'"
+
+
+def read_verdict(text: str) -> str | None:
+    """The last ``Answer: yes|no`` of a reply, lower-cased (None: there is none)."""
+    found = _VERDICT.findall(text)
+    return found[-1].lower() if found else None
+
+
+def read_final(text: str) -> str | None:
+    """The short answer of the last non-empty ``Answer: ...`` line (None: there is none)."""
+    for found in reversed(_FINAL.findall(text)):
+        answer = clean_answer(found.strip(_WRAPPING)).rstrip(".").strip(_WRAPPING)
+        if answer:
+            return answer
+    return None
+
+
+def read_facts(text: str) -> list[str]:
+    """The ``- fact`` lines written before the last ``Answer`` line."""
+    finals = list(_FINAL.finditer(text)) or list(_VERDICT.finditer(text))
+    head = text[: finals[-1].start()] if finals else text
+    return _FACT.findall(head)
+
+
+async def answer_after_facts(
+    run: Run, question: Question, docs: Sequence[Document], max_tokens: int, *, thought: str
+) -> tuple[StepRecord, str, str | None]:
+    """The step that gave the answer, the context shown, and the answer (None: no usable answer)."""
+    yes_no = is_yes_no(question)
+    step, context, _ = await answer_over(
+        run, question, docs, max_tokens, thought=thought, action="generate_after_facts", formatted=False,
+        template="self_rag_yes_no_facts" if yes_no else "self_rag_facts_first", reply_tokens=REPLY_TOKENS,
+    )
+    answer = read_verdict(step.text) if yes_no else read_final(step.text)
+    facts = read_facts(step.text)
+    step.details.update(final=answer, facts=facts)
+    if answer is not None:
+        step.observation = f"{answer} after: {shorten(' | '.join(facts) or step.text, 160)}"
+        return step, context, answer
+    notes = step.text.strip()
+    if not notes:
+        step.observation = "no notes; answering with the plain prompt"
+        return step, context, None
+    step.observation = "no usable 'Answer:' line; the answer is read from the notes"
+    read = await run.generate(
+        chat(answer_system(question), render(load_prompt("self_rag_facts_answer"), question=question.text,
+                                             notes=notes)),
+        action="answer_from_notes", thought="Write the short answer the notes lead to.",
+        action_input=shorten(notes),
+    )
+    answer = clean_answer(read.text)
+    if yes_no:
+        answer = read_verdict(f"Answer: {answer}")
+    read.details["final"] = answer or None
+    if not answer:
+        read.observation = "no answer in the reply; answering with the plain prompt"
+    return read, context, answer or None
