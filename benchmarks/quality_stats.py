@@ -91,7 +91,7 @@ def malformed_reasons(rows: Iterable[dict[str, Any]]) -> Counter[str]:
     """Why answered questions' final answers are not answers (empty, reflection label, JSON, prompt text)."""
     out: Counter[str] = Counter()
     for r in answered(rows):
-        reason = malformed(str(r.get("prediction") or ""))
+        reason = malformed(str(r.get("prediction") or ""), str(r.get("question") or ""))
         if reason is not None:
             out[reason] += 1
     return out

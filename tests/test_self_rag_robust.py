@@ -66,6 +66,21 @@ def test_what_is_not_an_answer(text, reason):
     assert malformed(text) == reason
 
 
+@pytest.mark.parametrize(
+    ("text", "question", "reason"),
+    [
+        ("4", "Who wrote Hamlet?", "reflection label"),  # a utility rating in the answer's place
+        ("4", None, "reflection label"),
+        ("3", 'Over how many centuries were the "dwelling place of the dead" built?', None),
+        ("2", "In what year of his reign did he marry?", None),
+        ("5", "How old was she when she debuted?", None),
+        ("1962", "Who wrote Hamlet?", None),  # not a 1-5 rating
+    ],
+)
+def test_a_lone_digit_is_a_rating_unless_the_question_asks_for_a_number(text, question, reason):
+    assert malformed(text, question) == reason
+
+
 def test_labels_only_output_is_never_selected(two_hop_retriever):
     """The 0.5B model wrote only the critique labels; they must not become the answer."""
     llm = ScriptedBackend({

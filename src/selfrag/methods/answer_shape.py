@@ -33,7 +33,13 @@ _WORD_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
 _NEGATION = re.compile(r"\b(not|no|neither|nor|never|none)\b|n't\b", re.IGNORECASE)
 _LABEL_WORDS = re.compile(
     r"^\W*(relevant|irrelevant|fully supported|partially supported|no support|"
-    r"retrieval|no retrieval|utility|\d)\W*$",
+    r"retrieval|no retrieval|utility)\W*$",
+    re.IGNORECASE,
+)
+# A lone 1-5 is a utility rating written where an answer belongs, unless the question asks for a number.
+_RATING = re.compile(r"^\W*[1-5]\W*$")
+_ASKS_NUMBER = re.compile(
+    r"\b(how (many|much|old|long|far|large|tall|big)|(what|which) (year|number|age)|number of)\b",
     re.IGNORECASE,
 )
 _PROMPT_ECHO = re.compile(r"^\s*(question|passage|document|context|answer)\s*:", re.IGNORECASE)
@@ -98,8 +104,12 @@ def strip_structure(text: str) -> str:
     return text.strip()
 
 
-def malformed(text: str) -> str | None:
-    """Why ``text`` is not an answer (``empty``, ``reflection label``, ``json``, ``prompt text``), else None."""
+def malformed(text: str, question: str | None = None) -> str | None:
+    """Why ``text`` is not an answer (``empty``, ``reflection label``, ``json``, ``prompt text``), else None.
+
+    A lone digit from 1 to 5 reads as a utility rating, unless ``question`` (its text) asks for
+    a number ("Over how many centuries ...?" -> "3" is an answer).
+    """
     stripped = text.strip()
     if not stripped:
         return "empty"
@@ -108,6 +118,8 @@ def malformed(text: str) -> str | None:
     if any(token in stripped for token in TOKENS) or split_tagged(stripped)[1]:
         return "reflection label"
     if _LABEL_WORDS.match(stripped):
+        return "reflection label"
+    if _RATING.match(stripped) and not (question and _ASKS_NUMBER.search(question)):
         return "reflection label"
     if _PROMPT_ECHO.match(stripped):
         return "prompt text"
@@ -125,12 +137,13 @@ def finalize_answer(question: Question, text: str) -> str:
     return answer
 
 
-def keep_answers(run: Run, items: Sequence[T], text: Callable[[T], str]) -> list[T]:
-    """The items whose text is an answer; the others are recorded in a ``discard_candidates`` step."""
+def keep_answers(run: Run, items: Sequence[T], text: Callable[[T], str], question: str | None = None) -> list[T]:
+    """The items whose text is an answer (:func:`malformed`, for ``question``); the others are
+    recorded in a ``discard_candidates`` step."""
     kept: list[T] = []
     dropped: list[dict[str, object]] = []
     for n, item in enumerate(items, start=1):
-        reason = malformed(text(item))
+        reason = malformed(text(item), question)
         if reason is None:
             kept.append(item)
         else:

@@ -204,21 +204,21 @@ class SelfRAG(Method):
             top = best_fused(question.text, docs, result.scores, verdicts(len(docs), chains))
             if why := relevance_floor_reason(top, floor):
                 seen = [joint, *candidates] if joint is not None else candidates
-                return self._abstain(run, len(docs), seen, why, self._would_answer(seen))
+                return self._abstain(run, len(docs), seen, why, self._would_answer(question, seen))
         if wants_joint and joint is None:
             ranked = rank_evidence(run, question.text, docs, result.scores, verdicts(len(docs), chains),
                                    self.config.joint_passages)
             joint = await self._joint(question, ranked.passages, run)
         if joint is not None:
             candidates = [joint, *candidates]
-        usable = answered = keep_answers(run, candidates, lambda c: c.text)
+        usable = answered = keep_answers(run, candidates, lambda c: c.text, question.text)
         if self.config.abstain_below:
             level = support_rank(self.config.abstain_below)
             supported = [c for c in usable if self._support(c) >= level]
             if not supported:
                 why = (f"no candidate's support reaches {self.config.abstain_below.replace('_', ' ')} "
                        f"(verdicts: {', '.join(str(c.support) for c in usable) or 'none'})")
-                return self._abstain(run, len(docs), candidates, why, self._would_answer(usable))
+                return self._abstain(run, len(docs), candidates, why, self._would_answer(question, usable))
             usable = supported
         best = self._select(run, usable)
         others = [c.text for c in answered if c is not best]
@@ -282,9 +282,9 @@ class SelfRAG(Method):
         cfg = self.config
         return cfg.abstain_below is not None or cfg.abstain_min_relevance is not None or cfg.abstain_unconfirmed
 
-    def _would_answer(self, candidates: list[Candidate]) -> str | None:
+    def _would_answer(self, question: Question, candidates: list[Candidate]) -> str | None:
         """The answer selection would give from ``candidates`` (no step recorded); None: no usable one."""
-        usable = [c for c in candidates if malformed(c.text) is None]
+        usable = [c for c in candidates if malformed(c.text, question.text) is None]
         index = best_index([self._key(c) for c in usable])
         return None if index is None else usable[index].text
 

@@ -123,7 +123,7 @@ class SelfRagCritic(Method):
             joint_docs = ranked.passages.docs
             joint = await self._joint(critic, run, question, joint_docs)
             drafts = [joint, *drafts]
-        usable = keep_answers(run, drafts, lambda d: d.text)
+        usable = keep_answers(run, drafts, lambda d: d.text, q)
         if not usable:  # write one answer over every retrieved passage (or none)
             docs = list(result.documents) if retrieved else []
             usable = await write_drafts(critic, run, Task(q), [joint_document(docs) if docs else None])
