@@ -73,7 +73,7 @@ VARIANT_LIST = [
     Variant("self_rag_abstain_support", "self_rag.yaml", ("self_rag.abstain_below=partially_supported",),
             "abstains unless a candidate is at least partially supported"),
     Variant("self_rag_yes_no_facts", "self_rag.yaml", ("self_rag.facts_first=yes_no",),
-            "a yes/no joint writes the facts it compares, then Answer: yes/no"),
+            "a yes/no joint writes the facts it compares, then Answer: yes/no (now self_rag's default)"),
     Variant("self_rag_facts_first", "self_rag.yaml", ("self_rag.facts_first=all",),
             "the joint writes the facts it uses, then Answer: ..."),
     Variant("self_rag_abstain_confirmed", "self_rag.yaml",

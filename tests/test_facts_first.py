@@ -94,11 +94,20 @@ async def test_with_no_notes_or_no_answer_from_them_the_plain_prompt_answers(ret
     assert sum("Use the documents below to answer." in c.prompt_text() for c in llm.calls) == 1
 
 
+def test_yes_no_is_the_default():
+    from selfrag.methods.self_rag import SelfRAGConfig
+
+    assert SelfRAGConfig().facts_first == "yes_no"
+
+
 async def test_off_or_for_other_questions_the_plain_prompt_is_used(retriever):
     llm = ScriptedBackend(script(FACTS))
-    cfg = {"self_rag": {"retrieval_mode": "always"}}
+    cfg = {"self_rag": {"retrieval_mode": "always", "facts_first": "off"}}
     response = await create_method("self_rag", llm, retriever, cfg).answer(QUESTION)
     assert not any(s.action == "generate_after_facts" for s in response.reasoning_chain)
+    llm = ScriptedBackend(script(FACTS))
+    response = await create_method("self_rag", llm, retriever, {"self_rag": {"retrieval_mode": "always"}}).answer(QUESTION)
+    assert any(s.action == "generate_after_facts" for s in response.reasoning_chain)  # the default
     llm = ScriptedBackend({**script(FACTS), "Use the documents below": "American"})
     other = Question(id="w", text="What nationality was Ed Wood?")
     response = await create_method("self_rag", llm, retriever, CFG).answer(other)

@@ -84,7 +84,7 @@ def test_config_schema_lists_keys_and_defaults():
         "joint_candidate": True,
         "joint_passages": 5,
         "joint_ranking": "auto",
-        "facts_first": "off",
+        "facts_first": "yes_no",
         "selection": "joint_first",
         "retrieve_own_evidence": True,
         "abstain_below": None,

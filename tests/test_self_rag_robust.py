@@ -398,7 +398,7 @@ async def test_abstention_is_off_by_default_and_not_shaped_as_yes_or_no(two_hop_
     response = await create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}}).answer(TWO_HOP)
     assert response.abstained is False and response.answer == "South Shields"
     yes_no_q = Question(id="y", text="Was Ridley Scott born in South Shields?")
-    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_below": "fully_supported"}}
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_below": "fully_supported", "facts_first": "off"}}
     script = joint_script(director_support="no support", joint_support="no support")
     response = await create_method("self_rag", ScriptedBackend(script), two_hop_retriever, cfg).answer(yes_no_q)
     assert response.abstained is True and response.answer == "insufficient evidence"
@@ -525,7 +525,8 @@ async def test_abstains_when_no_other_candidate_gives_the_selected_answer(two_ho
 
 async def test_a_yes_no_answer_needs_the_same_word_to_be_confirmed(two_hop_retriever):
     yes_no_q = Question(id="y", text="Was Ridley Scott born in South Shields?")
-    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_unconfirmed": True}}
+    # The joint's plain answer prompt (facts_first is tested in test_facts_first.py).
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_unconfirmed": True, "facts_first": "off"}}
     llm = ScriptedBackend(confirm_script("No", "No", joint="Yes"))
     response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(yes_no_q)
     assert response.abstained is True
