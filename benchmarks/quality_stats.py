@@ -225,9 +225,6 @@ def support_pairs(rows: Iterable[dict[str, Any]]) -> tuple[list[float], list[flo
     return correct, wrong, questions
 
 
-GROUNDING_METRICS = GROUNDING_KEYS
-
-
 def grounding(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Issue 17's metrics of one run, split into answerable and unanswerable questions: the mean
     over the questions where each is defined (evidence metrics are absent on unanswerable ones,
@@ -238,7 +235,7 @@ def grounding(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out = {}
     for name, recs in sorted(groups.items()):
         cell: dict[str, Any] = {"n": len(recs)}
-        for m in GROUNDING_METRICS:
+        for m in GROUNDING_KEYS:
             values = [float(v) for v in ((r.get("metrics") or {}).get(m) for r in recs) if isinstance(v, int | float)]
             cell[m] = _mean(values)
             cell[f"{m}_n"] = len(values)
