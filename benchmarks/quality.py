@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from _env import machine
+from quality_carry import carry_over, read_previous
 from quality_critics import (
     decision_summary,
     decisions_path,
@@ -135,8 +136,9 @@ def collect(args: Any) -> dict[str, Any]:
     critics += evidence_rows(hotpot, gold_titles(DATASETS["hotpotqa"].path))
     critics += support_rows(hotpot)
     decisions = decision_summary(args.out, args.tag, hotpot.get("self_rag", []))
-    return {"environment": args.env, "args": args.recorded, "rows": rows, "decisions": decisions,
+    data = {"environment": args.env, "args": args.recorded, "rows": rows, "decisions": decisions,
             "critics": critics}
+    return carry_over(data, read_previous(args.out / f"quality_{args.tag}.json"))
 
 
 def write_reports(args: Any) -> Path:
@@ -183,7 +185,7 @@ async def measure(args: Any) -> None:
         if args.decisions:
             await run_no_docs_decisions(args, backend)
             write_reports(args)
-        for dataset, variant in selected(args):
+        for dataset, variant in ([] if args.no_runs else selected(args)):
             say(f"{dataset.name} / {variant.name} ...")
             state = await ensure_run(dataset, variant, args, backend)
             if state.note:
@@ -208,10 +210,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"run only these variants (default: {' '.join(DEFAULT_VARIANTS)})")
     parser.add_argument("--critics", action=argparse.BooleanOptionalAction, default=None,
                         help="relevance critiques of gold vs distractor paragraphs (default: on with hotpotqa)")
+    parser.add_argument("--relevance-verdict", action=argparse.BooleanOptionalAction, default=True,
+                        help="with the critiques, also the combined mode's [IsRel] verdict per paragraph (one "
+                        "generation each; default on)")
     parser.add_argument("--decisions", action=argparse.BooleanOptionalAction, default=None,
                         help="self_rag's retrieval decision on the no-documents questions (default: on with "
                         "hotpotqa and self_rag)")
     parser.add_argument("--fresh", action="store_true", help="discard the selected runs (and critiques) first")
+    parser.add_argument("--no-runs", action="store_true",
+                        help="answer no dataset questions: only the decision and critique measurements asked for")
     parser.add_argument("--report-only", action="store_true", help="run nothing; report what is on disk")
     parser.add_argument("--print-commands", action="store_true",
                         help="print the `selfrag run` command of every selected run and exit")

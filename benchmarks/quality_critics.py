@@ -7,9 +7,12 @@
   (``no_docs/decisions.jsonl``).
 * **Relevance**: gold supporting paragraphs against distractors, among the
   top-5 BM25 paragraphs of the first N HotpotQA questions, as read by the
-  critic (P(relevant) from next-token label probabilities) and by the
-  combined mode's ``[IsRel]`` verdict (binary). Resumable, one JSON line per
-  question (``critics/relevance.jsonl``).
+  critic (P(relevant) from next-token label probabilities), by the lexical
+  prior of :mod:`selfrag.retrieval.links`, by the two fused (their mean, as
+  ``self_rag_critic`` ranks passages) and, unless ``--no-relevance-verdict``,
+  by the combined mode's ``[IsRel]`` verdict (binary; one generation per
+  paragraph, the expensive part). Resumable, one JSON line per question
+  (``critics/relevance.jsonl``).
 * **Support**: correct (F1 >= 0.5) against wrong (F1 = 0) candidate answers
   in the ``self_rag_critic`` and ``self_rag`` HotpotQA runs.
 """
@@ -149,6 +152,7 @@ async def run_relevance(args: Any, backend: Any, n_questions: int) -> None:
     from selfrag.methods.trace import Run
     from selfrag.prompts import load_prompt, render
     from selfrag.reflection.parse import RELEVANT, parse_combined_critique
+    from selfrag.retrieval.links import evidence_prior
     from selfrag.retrieval.registry import retriever_factory
 
     path = relevance_path(args.out, args.tag)
@@ -165,27 +169,28 @@ async def run_relevance(args: Any, backend: Any, n_questions: int) -> None:
     for count, q in enumerate(pending, start=1):
         result = await bm25(list(q.contexts)).retrieve(q.text, RELEVANCE_TOP_K)
         gold = set(q.metadata.get("supporting_titles") or [])
+        priors = evidence_prior(q.text, result.documents, result.scores)
         paragraphs = []
-        for rank, doc in enumerate(result.documents, start=1):
+        for rank, (doc, prior) in enumerate(zip(result.documents, priors, strict=True), start=1):
             run = Run(llm, None, dict(method.llm_params))
             reading, _ = await critic.read(
                 run, "relevance",
                 critic.critique_prompt("critic_relevance", question=q.text, passage=format_passage(doc)),
                 action="critique_relevance", thought="benchmark", action_input=q.text,
             )
-            # The combined mode's first call (self_rag_modes.Combined.candidate), verdict only.
-            step = await run.generate(
-                chat(None, render(load_prompt("self_rag_critique"),
-                                  passage=method.mode.context(Passages((doc,), (rank,))),
-                                  question=q.text, answer_kind=answer_kind(q))),
-                action="generate_and_critique",
-            )
-            critique = parse_combined_critique(step.text)
-            paragraphs.append({
-                "title": doc.title, "rank": rank, "gold": doc.title in gold,
-                "p_relevant": reading.value, "critic_source": reading.source,
-                "isrel": critique.relevance == RELEVANT, "isrel_default": critique.relevance_default,
-            })
+            para = {"title": doc.title, "rank": rank, "gold": doc.title in gold,
+                    "p_relevant": reading.value, "critic_source": reading.source, "prior": round(prior, 4)}
+            if args.relevance_verdict:
+                # The combined mode's first call (self_rag_modes.Combined.candidate), verdict only.
+                step = await run.generate(
+                    chat(None, render(load_prompt("self_rag_critique"),
+                                      passage=method.mode.context(Passages((doc,), (rank,))),
+                                      question=q.text, answer_kind=answer_kind(q))),
+                    action="generate_and_critique",
+                )
+                critique = parse_combined_critique(step.text)
+                para.update(isrel=critique.relevance == RELEVANT, isrel_default=critique.relevance_default)
+            paragraphs.append(para)
         _append(path, {"id": q.id, "paragraphs": paragraphs})
         if count % 5 == 0 or count == len(pending):
             say(f"relevance critiques: {count} of {len(pending)}")
@@ -205,12 +210,26 @@ def relevance_rows(out: Path, tag: str, wanted: list[str]) -> list[dict[str, Any
             [p["p_relevant"] for p in probs if p["gold"]], [p["p_relevant"] for p in probs if not p["gold"]], n,
             unscored=len(paras) - len(probs), target=len(wanted),
         ),
-        auc_row(
-            "relevance: combined [IsRel] verdict (binary)",
-            [float(p["isrel"]) for p in paras if p["gold"]], [float(p["isrel"]) for p in paras if not p["gold"]], n,
-            defaults=sum(bool(p.get("isrel_default")) for p in paras), target=len(wanted),
-        ),
     ]
+    # Records from before the prior was written lack it: the prior and fused rows count the others.
+    primed = [p for p in probs if isinstance(p.get("prior"), (int, float))]
+    if primed:
+        fused = [(p, (p["p_relevant"] + p["prior"]) / 2) for p in primed]
+        rows += [
+            auc_row("relevance: lexical prior (retrieval.links), same paragraphs",
+                    [p["prior"] for p in primed if p["gold"]], [p["prior"] for p in primed if not p["gold"]],
+                    n, target=len(wanted)),
+            auc_row("relevance: critic fused with the prior, (P + prior) / 2",
+                    [v for p, v in fused if p["gold"]], [v for p, v in fused if not p["gold"]], n,
+                    target=len(wanted)),
+        ]
+    judged = [p for p in paras if "isrel" in p]
+    if judged:
+        rows.append(auc_row(
+            "relevance: combined [IsRel] verdict (binary)",
+            [float(p["isrel"]) for p in judged if p["gold"]], [float(p["isrel"]) for p in judged if not p["gold"]], n,
+            defaults=sum(bool(p.get("isrel_default")) for p in judged), target=len(wanted),
+        ))
     return rows if paras else []
 
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from quality_carry import carried_note
 from quality_runs import BASELINE, DATASETS
 
 METRIC_NAMES = {"em": "EM", "f1": "F1", "accuracy": "accuracy", "yesno": "yes/no acc."}
@@ -61,7 +62,8 @@ def dataset_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
                  _f(r["seconds_per_q"], ".1f"), _malformed(r), str(r["errors"])]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    remarks = [f"- `{r['variant']}`: {r['remark']}" for r in rows if r.get("remark")]
+    remarks = [f"- `{r['variant']}`: {'; '.join(filter(None, (r.get('remark'), carried_note(r))))}"
+               for r in rows if r.get("remark") or r.get("carried")]
     return [*lines, *remarks, *([""] if remarks else [])]
 
 
@@ -88,6 +90,8 @@ def decision_section(tag: str, d: dict[str, Any] | None) -> list[str]:
     if d["no_docs_skip_by_category"]:
         cats = ", ".join(f"{c} {_pct(v)}" for c, v in d["no_docs_skip_by_category"].items())
         lines += [f"Skip rate per no-docs category: {cats}.", ""]
+    if d.get("carried"):
+        lines += [f"These rates are {carried_note(d)}.", ""]
     return lines
 
 
@@ -124,6 +128,8 @@ def critics_section(tag: str, rows: list[dict[str, Any]], n_critics: int) -> lis
             notes.append(f"{r['unscored']} paragraphs without a probability")
         if r.get("notes"):
             notes.append(str(r["notes"]))
+        if r.get("carried"):
+            notes.append(carried_note(r))
         lines.append(
             f"| {tag} | {r['source']} | {nq} | {r['n_pairs']} ({r['n_pos']} x {r['n_neg']}) | "
             f"{_f(r['auc'])} | {'; '.join(notes)} |"
@@ -198,7 +204,8 @@ def render(data: dict[str, Any]) -> str:
     lines += [
         "Regenerate (resumes every run directory; finished ones are read back): "
         f"`python benchmarks/quality.py{llm}`; see benchmarks/README.md. Run directories: "
-        f"`benchmarks/results/runs/quality/{tag}/<dataset>/<variant>/` (not committed).",
+        f"`benchmarks/results/runs/quality/{tag}/<dataset>/<variant>/` (their `predictions.jsonl`, `config.yaml` "
+        "and `summary.json` are committed, so a fresh clone resumes them; the call ledgers are not).",
         "",
     ]
     return "\n".join(lines)

@@ -237,3 +237,68 @@ def test_evidence_rows_read_the_verdicts_from_the_candidates_when_ranked_by_the_
     assert (verdict["auc"], verdict["n_pos"], verdict["n_neg"]) == (1.0, 1, 1)
     assert by["relevance: self_rag lexical prior (retrieval.links)"]["auc"] == 0.5
     assert "relevance: self_rag fused (model + prior) / 2" not in by
+
+
+def test_carry_over_keeps_rows_whose_run_directory_is_not_here():
+    """A fresh clone that measures one run must not erase what the committed report measured elsewhere."""
+    import quality_carry
+
+    old_env = {"commit": "old1234", "date": "2026-11-20 10:00 UTC"}
+    previous = {
+        "environment": old_env,
+        "rows": [{"dataset": "hotpotqa", "variant": "self_rag", "n": 100},
+                 {"dataset": "hotpotqa", "variant": "vanilla_rag", "n": 100},
+                 {"dataset": "hotpotqa", "variant": "no_retrieval", "n": 100},
+                 {"dataset": "pubmedqa", "variant": "vanilla_rag", "n": 50,
+                  "carried": {"commit": "older99", "date": "2026-11-01"}}],
+        "critics": [{"source": "relevance: prior", "auc": 0.9}, {"source": "support: x", "auc": 0.6}],
+        "decisions": {"hotpotqa_n": 20, "no_docs_n": 40},
+    }
+    fresh = {"environment": {"commit": "new5678"}, "rows": [
+        {"dataset": "mmlu_evidence", "variant": "self_rag", "n": 50},
+        {"dataset": "hotpotqa", "variant": "vanilla_rag", "n": 100},
+        {"dataset": "hotpotqa", "variant": "no_retrieval", "n": 10}],
+        "critics": [{"source": "support: x", "auc": 0.7}], "decisions": {"hotpotqa_n": 0, "no_docs_n": 0}}
+    merged = quality_carry.carry_over(fresh, previous)
+    keys = [(r["dataset"], r["variant"], r["n"], (r.get("carried") or {}).get("commit")) for r in merged["rows"]]
+    assert keys == [("hotpotqa", "no_retrieval", 100, "old1234"),  # a shorter rerun: the committed row stands
+                    ("hotpotqa", "vanilla_rag", 100, None),  # re-measured here as fully: the new row wins
+                    ("hotpotqa", "self_rag", 100, "old1234"),
+                    ("pubmedqa", "vanilla_rag", 50, "older99"),  # carried twice keeps its first origin
+                    ("mmlu_evidence", "self_rag", 50, None)]
+    assert [(c["source"], c["auc"], "carried" in c) for c in merged["critics"]] == [
+        ("support: x", 0.7, False), ("relevance: prior", 0.9, True)]
+    assert merged["decisions"]["carried"]["commit"] == "old1234"
+    assert quality_carry.carry_over(fresh, None) is fresh
+    assert "has 10 question(s) so far" in quality_carry.carried_note(merged["rows"][0])
+    note = quality_carry.carried_note(merged["rows"][2])
+    assert "commit old1234" in note and "not on this machine" in note
+
+
+def test_report_marks_a_carried_row():
+    row = _report_row("vanilla_rag", [pred("0", "Paris")], [pred("0", "Paris")], 1)
+    row["carried"] = {"commit": "abc", "date": "2026-11-20"}
+    text = "\n".join(quality_report.dataset_table("hotpotqa", [row]))
+    assert "- `vanilla_rag`: carried over from the report of commit abc (2026-11-20)" in text
+
+
+def test_relevance_rows_fuse_the_critic_with_the_prior_hand_checked(tmp_path):
+    """Critic P: gold 0.9, 0.3 vs distractors 0.8, 0.6 -> 2 of 4 pairs = 0.5. Prior: gold 1.0, 0.9 vs
+    0.5, 0.1 -> 1.0. Fused (P + prior) / 2: gold 0.95, 0.6 vs 0.65, 0.35 -> 3 of 4 = 0.75. No verdict was
+    asked (--no-relevance-verdict), so no [IsRel] row."""
+    import quality_critics
+
+    def para(gold, p, prior):
+        return {"title": "t", "gold": gold, "p_relevant": p, "critic_source": "label_probs", "prior": prior}
+
+    write(quality_critics.relevance_path(tmp_path, "m"), [
+        {"id": "a", "paragraphs": [para(True, 0.9, 1.0), para(False, 0.8, 0.5)]},
+        {"id": "b", "paragraphs": [para(True, 0.3, 0.9), para(False, 0.6, 0.1)]},
+        {"id": "c", "paragraphs": [para(True, 0.0, 0.0)]},  # not among the wanted questions
+    ])
+    rows = {r["source"]: r for r in quality_critics.relevance_rows(tmp_path, "m", ["a", "b"])}
+    assert rows["relevance: critic P(relevant) (label_probs)"]["auc"] == 0.5
+    assert rows["relevance: lexical prior (retrieval.links), same paragraphs"]["auc"] == 1.0
+    fused = rows["relevance: critic fused with the prior, (P + prior) / 2"]
+    assert (fused["auc"], fused["n_questions"], fused["n_pairs"]) == (0.75, 2, 4)
+    assert not any("IsRel" in s for s in rows)
