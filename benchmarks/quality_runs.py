@@ -76,6 +76,8 @@ VARIANT_LIST = [
             "a yes/no joint writes the facts it compares, then Answer: yes/no (now self_rag's default)"),
     Variant("self_rag_facts_first", "self_rag.yaml", ("self_rag.facts_first=all",),
             "the joint writes the facts it uses, then Answer: ..."),
+    Variant("self_rag_segment_long", "self_rag_segment.yaml", ("self_rag_segment.short_answer=false",),
+            "segment-level beam search, the segments themselves as the answer (the paper's long form)"),
     Variant("self_rag_abstain_confirmed", "self_rag.yaml",
             ("self_rag.abstain_min_relevance=0.7", "self_rag.abstain_unconfirmed=true"),
             "abstains unless a passage's fused relevance reaches 0.7 and another candidate gives the same answer"),

@@ -23,6 +23,7 @@ MARS_DOCS = (
     Document(id="b", title="Doc B", text="Mars has two moons."),
 )
 HEAD = "### Response:\n"
+LONG_FORM = {"self_rag_segment": {"short_answer": False}}  # the answer is the segments written (the paper's)
 
 
 @pytest.fixture
@@ -52,7 +53,9 @@ def beam_script():
 
 
 def beam_config(width: int) -> dict:
-    return {"self_rag_segment": {"beam_width": width, "top_k": 2, "weights": {"use_seq_score": False}}}
+    # The search itself: its answer is the segments written (short_answer is tested on its own below).
+    return {"self_rag_segment": {"beam_width": width, "top_k": 2, "weights": {"use_seq_score": False},
+                                 "short_answer": False}}
 
 
 def kept_per_segment(response) -> list[list[str]]:
@@ -108,18 +111,23 @@ def label_segment_script(final_yes: float = 0.9):
 
 
 async def test_label_probs_segment_budget_and_trace(france_retriever):
-    llm = ScriptedBackend(label_segment_script())
+    llm = ScriptedBackend({**label_segment_script(), "Using the notes, answer the question.": "Paris"})
     method = create_method("self_rag_segment", llm, france_retriever, {"self_rag_segment": {"top_k": 1}})
     france_retriever.result = RetrievalResult(
         documents=france_retriever.result.documents[:1], scores=(0.9,), query="q"
     )
     r = await method.answer("What is the capital of France?")
-    assert r.answer == "Paris is the capital of France."
-    assert r.num_llm_calls == 6  # decision + (relevance, segment, support, utility, final)
+    # The segments, then one short call over them alone gives the short answer the question asks for.
+    assert r.answer == "Paris"
+    assert r.details["segments_text"] == "Paris is the capital of France."
+    assert r.num_llm_calls == 7  # decision + (relevance, segment, support, utility, final) + short answer
     assert [s.action for s in r.reasoning_chain] == [
         "critic", "critique_retrieval", "retrieve", "critique_relevance", "generate_segment",
-        "critique_support", "critique_utility", "critique_final", "candidates", "beam",
+        "critique_support", "critique_utility", "critique_final", "candidates", "beam", "short_answer",
     ]
+    prompt = llm.calls[-1].prompt_text()  # the segments alone, no passage
+    assert "Notes written from the documents:\nParis is the capital of France." in prompt
+    assert "<paragraph>" not in prompt
     # seq 0.904837 + rel 1 + sup 1 + 0.5·1
     assert r.details["score"] == pytest.approx(3.4048, abs=1e-4)
     assert r.details["segments"] == 1 and r.details["final"] is True
@@ -135,7 +143,7 @@ async def test_no_decision_writes_without_passages(france_retriever):
             "Does the answer above": word(yes=1.0),
         }
     )
-    r = await create_method("self_rag_segment", llm, france_retriever).answer("Tell me about France.")
+    r = await create_method("self_rag_segment", llm, france_retriever, LONG_FORM).answer("Tell me about France.")
     assert france_retriever.calls == []
     assert r.answer == "France is a country." and r.retrieval_needed is False
     assert r.num_llm_calls == 4  # decision, segment, utility, final
@@ -152,7 +160,8 @@ async def test_max_segments_bounds_the_loop(mars_retriever):
         model="selfrag",
     )
     method = create_method(
-        "self_rag_segment", llm, mars_retriever, {"self_rag_segment": {"beam_width": 1, "max_segments": 3, "top_k": 2}}
+        "self_rag_segment", llm, mars_retriever,
+        {"self_rag_segment": {"beam_width": 1, "max_segments": 3, "top_k": 2, "short_answer": False}}
     )
     r = await method.answer(MARS)
     assert r.answer == "Fact 0. Fact 1. Fact 2."
@@ -168,7 +177,7 @@ async def test_drop_unsupported_segments_from_the_answer(mars_retriever):
         f"{HEAD}Mars is red.": decision(cont=1.0),
         HEAD: decision(yes=1.0),
     }
-    cfg = {"self_rag_segment": {"beam_width": 1, "top_k": 1, "drop_unsupported": True}}
+    cfg = {"self_rag_segment": {"beam_width": 1, "top_k": 1, "drop_unsupported": True, "short_answer": False}}
     llm = ScriptedBackend(script, model="selfrag")
     r = await create_method("self_rag_segment", llm, mars_retriever, cfg).answer(MARS)
     assert r.answer == "Mars is red."
@@ -189,7 +198,7 @@ async def test_a_repeated_segment_ends_the_beam_without_adding_score(mars_retrie
         },
         model="selfrag",
     )
-    cfg = {"self_rag_segment": {"beam_width": 1, "top_k": 1, "weights": {"use_seq_score": False}}}
+    cfg = {"self_rag_segment": {"beam_width": 1, "top_k": 1, "weights": {"use_seq_score": False}, "short_answer": False}}
     r = await create_method("self_rag_segment", llm, mars_retriever, cfg).answer(MARS)
     assert r.answer == "Mars is red."
     assert r.details["score"] == pytest.approx(2.0) and r.details["final"] is True
@@ -225,7 +234,7 @@ def test_cli_ask_prints_segments_candidates_and_beams(tmp_path, capsys):
         "ask", MARS, "--docs", str(docs), "--method", "self_rag_segment",
         "--llm", f"scripted:{script}", "--trace",
         "--set", "self_rag_segment.top_k=2", "--set", "self_rag_segment.weights.use_seq_score=false",
-        "--set", "self_rag_segment.critic.source=reflection_tokens",
+        "--set", "self_rag_segment.critic.source=reflection_tokens", "--set", "self_rag_segment.short_answer=false",
     ])
     out = capsys.readouterr().out
     assert code == 0
@@ -239,3 +248,30 @@ def test_cli_ask_prints_segments_candidates_and_beams(tmp_path, capsys):
         "cumulative=3.800",
     ):
         assert text in out, text
+
+
+def _one_segment_script(short_reply: str) -> dict:
+    return {
+        "What does the next": word(yes=0.05, no=0.95),
+        "Write the next sentence": "Both of them were born in the United States.",
+        "How useful": word(**{"3": 1.0}),
+        "Does the answer above": word(yes=1.0),
+        "Using the notes, answer the question.": short_reply,
+    }
+
+
+@pytest.mark.parametrize("reply", ["", "[Utility:5]", "```json\n{}\n```"])
+async def test_a_reply_with_no_usable_short_answer_keeps_the_segments(france_retriever, reply):
+    llm = ScriptedBackend(_one_segment_script(reply))
+    r = await create_method("self_rag_segment", llm, france_retriever).answer("Where were they born?")
+    assert r.answer == "Both of them were born in the United States."
+    step = r.reasoning_chain[-1]
+    assert step.action == "short_answer" and "the answer is the segments written" in step.observation
+
+
+async def test_a_yes_no_question_gets_yes_or_no_from_the_segments(france_retriever):
+    llm = ScriptedBackend(_one_segment_script("Yes, both were born there."))
+    r = await create_method("self_rag_segment", llm, france_retriever).answer(
+        "Were Scott Derrickson and Ed Wood of the same nationality?")
+    assert r.answer == "yes"
+    assert r.details["segments_text"] == "Both of them were born in the United States."

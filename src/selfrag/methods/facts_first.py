@@ -84,16 +84,27 @@ async def answer_after_facts(
         step.observation = "no notes; answering with the plain prompt"
         return step, context, None
     step.observation = "no usable 'Answer:' line; the answer is read from the notes"
+    read, answer = await answer_from_notes(run, question, notes)
+    if answer is None:
+        read.observation = "no answer in the reply; answering with the plain prompt"
+    return read, context, answer
+
+
+async def answer_from_notes(
+    run: Run, question: Question, notes: str, *, action: str = "answer_from_notes",
+    thought: str = "Write the short answer the notes lead to.",
+) -> tuple[StepRecord, str | None]:
+    """One short call over ``notes`` alone (no documents): the answer in the question's format, or None.
+
+    Also used by ``self_rag_segment`` to turn its written segments into the short answer a question asks for.
+    """
     read = await run.generate(
         chat(answer_system(question), render(load_prompt("self_rag_facts_answer"), question=question.text,
                                              notes=notes)),
-        action="answer_from_notes", thought="Write the short answer the notes lead to.",
-        action_input=shorten(notes),
+        action=action, thought=thought, action_input=shorten(notes),
     )
     answer = clean_answer(read.text)
-    if yes_no:
+    if is_yes_no(question):
         answer = read_verdict(f"Answer: {answer}")
     read.details["final"] = answer or None
-    if not answer:
-        read.observation = "no answer in the reply; answering with the plain prompt"
-    return read, context, answer or None
+    return read, answer or None

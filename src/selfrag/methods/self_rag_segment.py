@@ -20,10 +20,12 @@ from pydantic import Field
 from ..reflection import score as S
 from ..reflection.readings import Draft
 from ..types import ArchitectureType, Document, Question
+from .answer_shape import malformed
 from .base import Method, MethodConfig, Outcome
 from .critique import Critic, CriticConfig, Task
 from .critique import drafts as write_drafts
 from .critique.stages import AdaptiveConfig, WeightsConfig, adaptive_retrieval, as_candidate
+from .facts_first import answer_from_notes
 from .registry import register
 from .trace import Run, shorten
 
@@ -35,6 +37,10 @@ class SelfRagSegmentConfig(MethodConfig):
     segment_tokens: int = Field(48, ge=4)
     # Leave segments judged "no support" out of the final answer (the paper's ignore_cont).
     drop_unsupported: bool = False
+    # One more call turns the best beam's segments into the short answer the question asks
+    # for (facts_first.answer_from_notes); false returns the segments themselves, the paper's
+    # long-form answer. A reply with no usable answer keeps the segments.
+    short_answer: bool = True
     critic: CriticConfig = Field(default_factory=CriticConfig)
     adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)
     weights: WeightsConfig = Field(default_factory=WeightsConfig)
@@ -147,6 +153,9 @@ class SelfRagSegment(Method):
             beams = kept
         best = beams[0]
         answer, dropped = self._final_text(best, cfg.drop_unsupported)
+        written = answer
+        if cfg.short_answer and answer.strip():
+            answer = await self._short_answer(run, question, answer)
         candidates = [
             as_candidate(d, d.score(weights), segment=i + 1, decision=best.decisions[i], dropped=i in dropped)
             for i, d in enumerate(best.segments)
@@ -165,8 +174,23 @@ class SelfRagSegment(Method):
                 "final": best.final,
                 "beams": [b.summary() for b in beams],
                 "dropped_segments": [i + 1 for i in dropped],
+                "segments_text": written,
             },
         )
+
+    @staticmethod
+    async def _short_answer(run: Run, question: Question, written: str) -> str:
+        """The short answer the segments lead to, or the segments when the reply has none."""
+        step, short = await answer_from_notes(
+            run, question, written, action="short_answer",
+            thought="Write the short answer the question asks for from the segments written.",
+        )
+        reason = "no answer" if short is None else malformed(short, question.text)
+        if reason:
+            step.observation = f"{reason} in the reply; the answer is the segments written"
+            return written
+        step.observation = f"short answer: {shorten(short, 80)}"
+        return short
 
     async def _expand(
         self, run: Run, critic: Critic, question: str, beam: Beam, seg: int, weights: S.Weights
