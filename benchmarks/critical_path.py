@@ -168,7 +168,7 @@ EXPLAIN = """\
 - `self_rag` `fused`: decision + one call per candidate that writes the answer and all three labels, all candidates at once = **2**.
 - `self_rag` `separate`: decision, then per document relevance -> answer -> support and utility (the last two at once), documents in parallel = 4.
 - `self_rag_critic`: retrieval probability (1), then per passage relevance and answer at once, then support and utility at once (2 more), every passage in parallel = 3; the rerank and selection reuse those critiques (self-reflection is off by default; each round would add 2).
-- `self_rag_segment`: per sentence a retrieve decision, then candidates with their critiques and a "final?" check; the scripted answer is final after one sentence.
+- `self_rag_segment`: per sentence a retrieve decision, then candidates with their critiques and a "final?" check; the scripted answer is final after one sentence; then one call writes the short answer from the segments.
 - `self_corrective`: retrieve, reflect, answer: 2 calls in sequence (each rejected round adds reflect + reformulate).
 - `react_rag`: each Thought/Action step waits for the previous observation: search step + finish step = 2.
 """
