@@ -201,36 +201,30 @@ def relevance_rows(out: Path, tag: str, wanted: list[str]) -> list[dict[str, Any
     keep = set(wanted)
     records = [r for r in read_jsonl(relevance_path(out, tag)) if r.get("id") in keep]
     paras = [p for r in records for p in r.get("paragraphs") or []]
-    n = len(records)
+    if not paras:
+        return []
+    n, target = len(records), len(wanted)
+
+    def row(name: str, scored: list[dict[str, Any]], value: Any, **extra: Any) -> dict[str, Any]:
+        """One source's AUC: ``value(paragraph)`` of the gold paragraphs against the distractors."""
+        return auc_row(name, [value(p) for p in scored if p["gold"]], [value(p) for p in scored if not p["gold"]],
+                       n, target=target, **extra)
+
     probs = [p for p in paras if isinstance(p.get("p_relevant"), (int, float))]
     sources = sorted({str(p.get("critic_source")) for p in probs})
-    rows = [
-        auc_row(
-            f"relevance: critic P(relevant) ({'/'.join(sources) or 'label_probs'})",
-            [p["p_relevant"] for p in probs if p["gold"]], [p["p_relevant"] for p in probs if not p["gold"]], n,
-            unscored=len(paras) - len(probs), target=len(wanted),
-        ),
-    ]
+    rows = [row(f"relevance: critic P(relevant) ({'/'.join(sources) or 'label_probs'})", probs,
+                lambda p: p["p_relevant"], unscored=len(paras) - len(probs))]
     # Records from before the prior was written lack it: the prior and fused rows count the others.
     primed = [p for p in probs if isinstance(p.get("prior"), (int, float))]
     if primed:
-        fused = [(p, (p["p_relevant"] + p["prior"]) / 2) for p in primed]
-        rows += [
-            auc_row("relevance: lexical prior (retrieval.links), same paragraphs",
-                    [p["prior"] for p in primed if p["gold"]], [p["prior"] for p in primed if not p["gold"]],
-                    n, target=len(wanted)),
-            auc_row("relevance: critic fused with the prior, (P + prior) / 2",
-                    [v for p, v in fused if p["gold"]], [v for p, v in fused if not p["gold"]], n,
-                    target=len(wanted)),
-        ]
+        rows += [row("relevance: lexical prior (retrieval.links), same paragraphs", primed, lambda p: p["prior"]),
+                 row("relevance: critic fused with the prior, (P + prior) / 2", primed,
+                     lambda p: (p["p_relevant"] + p["prior"]) / 2)]
     judged = [p for p in paras if "isrel" in p]
     if judged:
-        rows.append(auc_row(
-            "relevance: combined [IsRel] verdict (binary)",
-            [float(p["isrel"]) for p in judged if p["gold"]], [float(p["isrel"]) for p in judged if not p["gold"]], n,
-            defaults=sum(bool(p.get("isrel_default")) for p in judged), target=len(wanted),
-        ))
-    return rows if paras else []
+        rows.append(row("relevance: combined [IsRel] verdict (binary)", judged, lambda p: float(p["isrel"]),
+                        defaults=sum(bool(p.get("isrel_default")) for p in judged)))
+    return rows
 
 
 def support_rows(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
