@@ -85,6 +85,7 @@ def test_config_schema_lists_keys_and_defaults():
         "joint_passages": 5,
         "joint_ranking": "auto",
         "facts_first": "yes_no",
+        "answer_reading": "text",
         "selection": "joint_first",
         "retrieve_own_evidence": True,
         "abstain_below": None,

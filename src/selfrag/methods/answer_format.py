@@ -31,6 +31,12 @@ def _labels(question: Question) -> tuple[list[str], bool] | None:
     return list(LETTERS[: min(len(choices), len(LETTERS))]), True
 
 
+def choice_labels(question: Question) -> tuple[str, ...] | None:
+    """The labels a choice question is answered with ("yes"/"no", "A".."D"); None for a free-text question."""
+    labels = _labels(question)
+    return None if labels is None else tuple(labels[0])
+
+
 def _phrase(question: Question, free: str, letters: str, words: str) -> str:
     """``free`` for a free-text question, else ``letters`` / ``words`` with ``{labels}`` filled in."""
     labels = _labels(question)

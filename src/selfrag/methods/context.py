@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..llm.base import chat
+from ..llm.base import Message, chat
 from ..prompts import load_prompt, render
 from ..reflection.tokens import neutralize
 from ..types import Document, Question
@@ -91,8 +91,16 @@ async def answer_over(
     answer), the context shown and the documents it includes.
     """
     context, used = build_context(docs, max_tokens, run.llm.count_tokens)
-    prompt = render(load_prompt(template), question=question.text, context=context)
-    system = answer_system(question) if formatted else None
+    prompt = answer_prompt(question, template=template, formatted=formatted)(question.text, context)
     cap = {} if reply_tokens is None else {"max_tokens": min(reply_tokens, int(run.params.get("max_tokens", reply_tokens)))}
-    step = await run.generate(chat(system, prompt), action=action, thought=thought, action_input=question.text, **cap)
+    step = await run.generate(prompt, action=action, thought=thought, action_input=question.text, **cap)
     return step, context, used
+
+
+def answer_prompt(
+    question: Question, *, template: str = "answer_with_context", formatted: bool = True,
+) -> Callable[[str, str], tuple[Message, ...]]:
+    """``answer_over``'s prompt as a function of (question text, context), for readings that vary either."""
+    body = load_prompt(template)
+    system = answer_system(question) if formatted else None
+    return lambda text, context: chat(system, render(body, question=text, context=context))

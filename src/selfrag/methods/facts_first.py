@@ -22,13 +22,14 @@ yields ``None``, and the caller falls back to the plain answer call.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ..llm.base import chat
+from ..llm.base import Message, chat
 from ..prompts import load_prompt, render
 from ..types import Document, Question
 from .answer_format import answer_system
 from .answer_shape import is_yes_no
+from .choice_reading import ChoiceReader
 from .context import answer_over
 from .text import clean_answer
 from .trace import Run, StepRecord, shorten
@@ -59,15 +60,20 @@ def read_final(text: str) -> str | None:
 
 def read_facts(text: str) -> list[str]:
     """The ``- fact`` lines written before the last ``Answer`` line."""
-    finals = list(_FINAL.finditer(text)) or list(_VERDICT.finditer(text))
-    head = text[: finals[-1].start()] if finals else text
-    return _FACT.findall(head)
+    return _FACT.findall(notes_before_answer(text))
 
 
 async def answer_after_facts(
-    run: Run, question: Question, docs: Sequence[Document], max_tokens: int, *, thought: str
+    run: Run, question: Question, docs: Sequence[Document], max_tokens: int, *, thought: str,
+    reader: ChoiceReader | None = None,
 ) -> tuple[StepRecord, str, str | None]:
-    """The step that gave the answer, the context shown, and the answer (None: no usable answer)."""
+    """The step that gave the answer, the context shown, and the answer (None: no usable answer).
+
+    With a ``reader`` a choice question's answer is read from the label probabilities of
+    the notes prompt (the facts written, without their own ``Answer`` line), with the
+    prompt's label bias divided out (:mod:`.choice_reading`); the written answer is the
+    fallback.
+    """
     yes_no = is_yes_no(question)
     step, context, _ = await answer_over(
         run, question, docs, max_tokens, thought=thought, action="generate_after_facts", formatted=False,
@@ -76,6 +82,12 @@ async def answer_after_facts(
     answer = read_verdict(step.text) if yes_no else read_final(step.text)
     facts = read_facts(step.text)
     step.details.update(final=answer, facts=facts)
+    if reader is not None and (notes := notes_before_answer(step.text)):
+        read, reading = await reader.read(run, question, notes_prompt(question), notes,
+                                          thought="Read the answer the notes lead to from the label probabilities.")
+        if read is not None and reading.answer is not None:
+            step.observation = f"written: {answer}; read from the notes: {reading.answer}"
+            return read, context, reading.answer
     if answer is not None:
         step.observation = f"{answer} after: {shorten(' | '.join(facts) or step.text, 160)}"
         return step, context, answer
@@ -90,6 +102,19 @@ async def answer_after_facts(
     return read, context, answer
 
 
+def notes_before_answer(text: str) -> str:
+    """A facts reply without its last ``Answer`` line (and whatever follows it)."""
+    finals = list(_FINAL.finditer(text)) or list(_VERDICT.finditer(text))
+    return (text[: finals[-1].start()] if finals else text).strip()
+
+
+def notes_prompt(question: Question) -> Callable[[str, str], tuple[Message, ...]]:
+    """The notes-reading prompt as a function of (question text, notes)."""
+    body = load_prompt("self_rag_facts_answer")
+    system = answer_system(question)
+    return lambda text, notes: chat(system, render(body, question=text, notes=notes))
+
+
 async def answer_from_notes(
     run: Run, question: Question, notes: str, *, action: str = "answer_from_notes",
     thought: str = "Write the short answer the notes lead to.",
@@ -99,9 +124,7 @@ async def answer_from_notes(
     Also used by ``self_rag_segment`` to turn its written segments into the short answer a question asks for.
     """
     read = await run.generate(
-        chat(answer_system(question), render(load_prompt("self_rag_facts_answer"), question=question.text,
-                                             notes=notes)),
-        action=action, thought=thought, action_input=shorten(notes),
+        notes_prompt(question)(question.text, notes), action=action, thought=thought, action_input=shorten(notes),
     )
     answer = clean_answer(read.text)
     if is_yes_no(question):

@@ -56,6 +56,7 @@ from .abstention import ABSTAIN_ANSWER, note_abstention, relevance_floor_reason,
 from .answer_format import answer_system
 from .answer_shape import keep_answers, malformed
 from .base import Method, MethodConfig, Outcome
+from .choice_reading import ChoiceReader
 from .concurrency import gather_in_order
 from .context import answer_over
 from .registry import register
@@ -96,6 +97,11 @@ class SelfRAGConfig(MethodConfig):
     # model said "yes" to 16 of 17), for every question (all: no better on held-out
     # questions), or never (off: vanilla_rag's answer prompt).
     facts_first: Literal["off", "yes_no", "all"] = "yes_no"
+    # How the joint's answer to a choice question (yes/no, yes/no/maybe, an option letter)
+    # is read: text, as written; calibrated, from the label probabilities with the prompt's
+    # content-free label bias divided out (choice_reading.py; after the facts for a
+    # facts_first joint; needs log-probabilities, else the text is read).
+    answer_reading: Literal["text", "calibrated"] = "text"
     # How the answer is chosen. joint_first: the joint candidate, unless it has no usable
     # answer (the one-passage candidates are its fallbacks, ranked by the mode's rule);
     # critique: the mode's rule over every candidate, the joint included (the paper's and
@@ -161,7 +167,8 @@ class SelfRAG(Method):
         self.calibration = Calibration()
         short = min(self.config.critic_max_tokens, int(self.llm_params["max_tokens"]))
         self.mode = MODES[self.config.critique](
-            self.llm, self.config.max_context_tokens, short, facts_first=self.config.facts_first)
+            self.llm, self.config.max_context_tokens, short, facts_first=self.config.facts_first,
+            reader=ChoiceReader() if self.config.answer_reading == "calibrated" else None)
 
     async def _answer(self, question: Question, run: Run) -> Outcome:
         if not await self._decide(question, run):

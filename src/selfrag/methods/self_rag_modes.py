@@ -37,6 +37,7 @@ from ..reflection.select import combined_score, separate_key, separate_score
 from ..types import Candidate, Document, Question
 from .answer_format import answer_kind, answer_system
 from .answer_shape import is_yes_no
+from .choice_reading import ChoiceReader, read_over_passages
 from .concurrency import gather_in_order
 from .context import answer_over, format_passage, truncate_to_tokens
 from .facts_first import answer_after_facts
@@ -70,11 +71,14 @@ class Mode:
     # Separate mode judges relevance before generation and drops irrelevant passages.
     filters_first: ClassVar[bool] = False
 
-    def __init__(self, llm: Any, max_context_tokens: int, short_tokens: int, *, facts_first: str = "off") -> None:
+    def __init__(self, llm: Any, max_context_tokens: int, short_tokens: int, *, facts_first: str = "off",
+                 reader: ChoiceReader | None = None) -> None:
         self.llm = llm
         self.max_context_tokens = max_context_tokens
         self.short_tokens = short_tokens
         self.facts_first = facts_first
+        # Reads the joint's answer to a choice question from calibrated label probabilities.
+        self.reader = reader
 
     def context(self, passages: Passages) -> str:
         budget = max(16, self.max_context_tokens // len(passages.docs))
@@ -132,9 +136,17 @@ class Mode:
             step, context, final = await answer_after_facts(
                 run, question, passages.docs, self.max_context_tokens,
                 thought=f"Write the facts {passages.name()} give that lead to the answer, then the answer.",
+                reader=self.reader,
             )
             if final is not None:
                 return step, context, final
+        if self.reader is not None:
+            read, reading, context, _ = await read_over_passages(
+                run, self.reader, question, passages.docs, self.max_context_tokens,
+                thought=f"Read the answer from {passages.name()} from the label probabilities.",
+            )
+            if read is not None and reading.answer is not None:
+                return read, context, reading.answer
         gen, context, _ = await answer_over(
             run, question, passages.docs, self.max_context_tokens,
             thought=f"Answer from {passages.name()} together.",

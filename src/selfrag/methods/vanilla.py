@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from ..types import ArchitectureType, Question
 from .base import Method, MethodConfig, Outcome
+from .choice_reading import ChoiceReader, read_over_passages
 from .context import answer_over
 from .registry import register
 from .text import clean_answer
@@ -15,6 +18,11 @@ from .trace import Run
 class VanillaConfig(MethodConfig):
     top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
     max_context_tokens: int = Field(2000, ge=16)
+    # How a choice question's answer (yes/no, yes/no/maybe, an option letter) is read:
+    # text, as written; calibrated, from the label probabilities with the prompt's
+    # content-free label bias divided out (choice_reading.py; needs log-probabilities,
+    # else the text is read).
+    answer_reading: Literal["text", "calibrated"] = "text"
 
 
 @register
@@ -25,8 +33,17 @@ class VanillaRAG(Method):
     config_section = "vanilla"
     Config = VanillaConfig
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.reader = ChoiceReader() if self.config.answer_reading == "calibrated" else None
+
     async def _answer(self, question: Question, run: Run) -> Outcome:
         result = await run.retrieve(question.text, self.config.top_k, thought="Retrieve passages for the question.")
+        if self.reader is not None:
+            _, reading, _, used = await read_over_passages(
+                run, self.reader, question, result.documents, self.config.max_context_tokens)
+            if reading.answer is not None:
+                return Outcome(answer=reading.answer, retrieval_needed=True, citations=used)
         step, _, used = await answer_over(
             run, question, result.documents, self.config.max_context_tokens,
             thought="Answer from the retrieved passages.",
