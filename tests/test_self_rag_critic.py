@@ -401,3 +401,24 @@ async def test_abstains_when_no_passage_reaches_the_relevance_floor(france_retri
     r = await create_method("self_rag_critic", ScriptedBackend(label_script()), france_retriever,
                             {"self_rag_critic": {"abstain_min_relevance": 0.0}}).answer(Q)
     assert r.abstained is False and default.abstained is False and r.answer == default.answer
+
+
+async def test_a_yes_no_joint_draft_writes_the_facts_first_as_in_self_rag(france_retriever):
+    """Issue 16: the critic's joint wrote "yes" to 11 of the first 12 HotpotQA yes/no questions
+    with vanilla_rag's prompt (0.5B model); it now shares self_rag's joint answer (joint_answer.py)."""
+    question = "Is Paris the capital of France?"
+    script = {
+        "Do not answer at once": "- Doc A: Paris is the capital of France\nAnswer: yes",
+        **label_script(),
+        "Answer: yes\n\nIs the answer": word(fully=1.0),
+        "Answer: yes\n\nHow useful": word(**{"5": 1.0}),
+        "Answer: no\n\nIs the answer": word(partially=1.0),
+        "Answer: no\n\nHow useful": word(**{"3": 1.0}),
+        "Question: Is Paris": "no",  # vanilla_rag's prompt
+    }
+    r = await create_method("self_rag_critic", ScriptedBackend(script), france_retriever).answer(question)
+    assert r.answer == "yes"
+    assert next(s for s in r.reasoning_chain if s.action == "generate_after_facts").details["final"] == "yes"
+    cfg = {"self_rag_critic": {"facts_first": "off"}}
+    off = await create_method("self_rag_critic", ScriptedBackend(script), france_retriever, cfg).answer(question)
+    assert off.answer == "no" and not any(s.action == "generate_after_facts" for s in off.reasoning_chain)

@@ -9,7 +9,7 @@ is chosen per backend and recorded in the trace.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -20,7 +20,7 @@ from .abstention import ABSTAIN_ANSWER, note_abstention, relevance_floor_reason
 from .answer_format import answer_format
 from .answer_shape import keep_answers
 from .base import Method, MethodConfig, Outcome
-from .context import answer_over
+from .choice_reading import ChoiceReader
 from .critique import Critic, CriticConfig, Task
 from .critique import drafts as write_drafts
 from .critique.drafts import critiqued_answer
@@ -34,6 +34,7 @@ from .critique.stages import (
     critic_rerank,
     self_reflect,
 )
+from .joint_answer import joint_answer
 from .registry import register
 from .self_rag_evidence import Ranked, rank_evidence
 from .text import clean_answer
@@ -57,6 +58,11 @@ class SelfRagCriticConfig(MethodConfig):
     selection: Literal["joint_first", "critique"] = "joint_first"
     # Context budget of the joint draft's answer call (vanilla_rag's prompt).
     max_context_tokens: int = Field(4000, ge=16)
+    # How the joint draft's answer is written, as in self_rag (joint_answer.py): the facts
+    # first for yes/no questions (yes_no), every question (all) or none (off); a choice
+    # answer read from calibrated label probabilities (calibrated) or as written (text).
+    facts_first: Literal["off", "yes_no", "all"] = "yes_no"
+    answer_reading: Literal["text", "calibrated"] = "text"
     # Abstention (issue 17; off, as in the seeds): answer "insufficient evidence" when no retrieved
     # passage's fused relevance reaches this (checked before the joint draft is written).
     abstain_min_relevance: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
@@ -74,6 +80,10 @@ class SelfRagCritic(Method):
     Config = SelfRagCriticConfig
     # Seed 002's stages are this method's own (same code as selfrag.methods.augmentations).
     builtin_augmentations = {"retrieval": "adaptive", "rerank": "rerank", "reflection": "reflection"}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reader = ChoiceReader() if self.config.answer_reading == "calibrated" else None
 
     def _critic(self, question: Question) -> Critic:
         return Critic(
@@ -195,9 +205,10 @@ class SelfRagCritic(Method):
         doc = joint_document(docs)
         if critic.reflection:
             return (await write_drafts(critic, run, Task(question.text), [doc]))[0]
-        gen, _, _ = await answer_over(run, question, docs, self.config.max_context_tokens,
-                                      thought=f"Answer from {len(docs)} passages together.")
-        return await critiqued_answer(critic, run, Task(question.text), doc, clean_answer(gen.text))
+        _, _, answer = await joint_answer(
+            run, question, docs, self.config.max_context_tokens, name=f"{len(docs)} passages",
+            facts_first=self.config.facts_first, reader=self.reader)
+        return await critiqued_answer(critic, run, Task(question.text), doc, answer)
 
     def _rank(self, run: Run, question: str, result: RetrievalResult, judged: list[Draft]) -> Ranked | None:
         """Fused relevance of every retrieved passage (the critic's P(relevant) where it judged one),

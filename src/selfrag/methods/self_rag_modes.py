@@ -36,11 +36,10 @@ from ..reflection.parse import (
 from ..reflection.select import combined_score, separate_key, separate_score
 from ..types import Candidate, Document, Question
 from .answer_format import answer_kind, answer_system
-from .answer_shape import is_yes_no
-from .choice_reading import ChoiceReader, read_over_passages
+from .choice_reading import ChoiceReader
 from .concurrency import gather_in_order
-from .context import answer_over, format_passage, truncate_to_tokens
-from .facts_first import answer_after_facts
+from .context import format_passage, truncate_to_tokens
+from .joint_answer import joint_answer
 from .text import clean_answer
 from .trace import Run, StepRecord, shorten
 
@@ -130,28 +129,9 @@ class Mode:
         )
 
     async def _joint_answer(self, question: Question, passages: Passages, run: Run) -> tuple[StepRecord, str, str]:
-        """The joint's answer step, its context and answer: ``vanilla_rag``'s prompt, or with
-        ``facts_first`` the facts-then-answer call (:mod:`.facts_first`), which falls back to it."""
-        if self.facts_first == "all" or (self.facts_first == "yes_no" and is_yes_no(question)):
-            step, context, final = await answer_after_facts(
-                run, question, passages.docs, self.max_context_tokens,
-                thought=f"Write the facts {passages.name()} give that lead to the answer, then the answer.",
-                reader=self.reader,
-            )
-            if final is not None:
-                return step, context, final
-        if self.reader is not None:
-            read, reading, context, _ = await read_over_passages(
-                run, self.reader, question, passages.docs, self.max_context_tokens,
-                thought=f"Read the answer from {passages.name()} from the label probabilities.",
-            )
-            if read is not None and reading.answer is not None:
-                return read, context, reading.answer
-        gen, context, _ = await answer_over(
-            run, question, passages.docs, self.max_context_tokens,
-            thought=f"Answer from {passages.name()} together.",
-        )
-        return gen, context, clean_answer(gen.text)
+        """The joint's answer step, its context and answer (:func:`.joint_answer.joint_answer`)."""
+        return await joint_answer(run, question, passages.docs, self.max_context_tokens, name=passages.name(),
+                                  facts_first=self.facts_first, reader=self.reader)
 
     async def relevant(self, question: Question, passages: Passages, run: Run) -> bool:
         """A relevance verdict on its own (modes with ``filters_first`` only)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -33,7 +33,7 @@ class VanillaRAG(Method):
     config_section = "vanilla"
     Config = VanillaConfig
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.reader = ChoiceReader() if self.config.answer_reading == "calibrated" else None
 
