@@ -166,3 +166,22 @@ async def test_all_also_covers_yes_no_questions(retriever):
     response = await create_method("self_rag", llm, retriever, ALL).answer(QUESTION)
     assert response.answer == "no"
     assert any("Then compare those facts" in c.prompt_text() for c in llm.calls)
+
+
+async def test_the_separate_mode_writes_its_yes_no_joint_after_the_facts_too(retriever):
+    """Its joint used to be one more plain-prompt candidate, so facts_first never reached it: the
+    0.5B model's separate mode gave vanilla_rag's answer to all 17 yes/no questions."""
+    llm = ScriptedBackend({
+        "You judge whether a document is relevant": '{"relevance": "relevant"}',
+        "You judge how well a response is supported": '{"support": "fully_supported"}',
+        "You rate how useful a response is": '{"utility": 4}',
+        "Do not answer at once": "- Scott Derrickson: American\n- Ed Wood: Canadian\nAnswer: no",
+        "Use the documents below": "Yes",
+    })
+    cfg = {"self_rag": {"retrieval_mode": "always", "critique": "separate"}}
+    response = await create_method("self_rag", llm, retriever, cfg).answer(QUESTION)
+    assert response.answer == "no"
+    step = next(s for s in response.reasoning_chain if s.action == "generate_after_facts")
+    assert step.details["passage_ids"] == ["1", "2", "3"]
+    joint = next(c for c in response.details["all_candidates"] if c["joint"])
+    assert (joint["text"], joint["support"], joint["utility"]) == ("no", "fully_supported", 4)

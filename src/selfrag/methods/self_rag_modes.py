@@ -242,7 +242,10 @@ class Separate(Mode):
         return step, json_objects(step.text)
 
     async def joint(self, question: Question, passages: Passages, run: Run) -> Candidate:
-        return await self.candidate(question, passages, run)
+        """The joint's answer is written like every mode's (``_joint_answer``), then judged like a candidate's."""
+        step, context, answer = await self._joint_answer(question, passages, run)
+        step.details["passage_ids"] = [d.id for d in passages.docs]
+        return await self._judged(question, passages, run, answer, context)
 
     async def decide(self, question: Question, run: Run) -> bool:
         step, obj = await self.verdict(
@@ -276,6 +279,10 @@ class Separate(Mode):
         )
         answer = clean_answer(gen.text)
         gen.details["passage_id"] = passages.docs[0].id
+        return await self._judged(question, passages, run, answer, context)
+
+    async def _judged(self, question: Question, passages: Passages, run: Run, answer: str, context: str) -> Candidate:
+        """``answer`` with its JSON support (over ``context``) and utility verdicts."""
         # Support and utility both judge the finished answer: ask them at once, record support first.
         sup_run, use_run = run.fork(), run.fork()
         (sup_step, sup_obj), (use_step, use_obj) = await gather_in_order([
