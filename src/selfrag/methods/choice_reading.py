@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from ..llm.base import Message
 from ..reflection.score import prob
@@ -46,6 +47,8 @@ MIN_MASS = 0.2
 # writes cannot win by a division by almost nothing.
 PRIOR_FLOOR = 0.02
 
+# A method's answer_reading setting: "text" reads the written answer, "calibrated" this module's reading.
+AnswerReading = Literal["text", "calibrated"]
 # (question text, content) -> the prompt; content is the passages or notes the answer rests on.
 PromptBuilder = Callable[[str, str], Sequence[Message]]
 
@@ -166,6 +169,11 @@ class ChoiceReader:
             prior = {k: sum(p[k] for p in found) / len(found) for k in labels} if found else None
             self._priors[key] = prior
             return prior
+
+
+def reader_for(answer_reading: AnswerReading) -> ChoiceReader | None:
+    """The reader an ``answer_reading`` setting asks for (None: read the written answer)."""
+    return ChoiceReader() if answer_reading == "calibrated" else None
 
 
 def _first_top(step: StepRecord) -> Mapping[str, float] | None:

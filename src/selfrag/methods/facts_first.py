@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 from ..llm.base import Message, chat
 from ..prompts import load_prompt, render
@@ -34,6 +35,8 @@ from .context import answer_over
 from .text import clean_answer
 from .trace import Run, StepRecord, shorten
 
+# A method's facts_first setting: the joint writes its facts first for every question, yes/no ones, or none.
+FactsFirst = Literal["off", "yes_no", "all"]
 # A few fact lines and the answer fit well within this; a reply that runs on is a loop.
 REPLY_TOKENS = 160
 _VERDICT = re.compile(r"answer\s*[:\-]\s*\**\s*(yes|no)\b", re.IGNORECASE)

@@ -56,9 +56,10 @@ from .abstention import ABSTAIN_ANSWER, note_abstention, relevance_floor_reason,
 from .answer_format import answer_system
 from .answer_shape import keep_answers, malformed
 from .base import Method, MethodConfig, Outcome
-from .choice_reading import ChoiceReader
+from .choice_reading import AnswerReading, reader_for
 from .concurrency import gather_in_order
 from .context import answer_over
+from .facts_first import FactsFirst
 from .registry import register
 from .self_rag_decision import DEFAULT_THRESHOLD, Calibration, decide_retrieval, decision_template
 from .self_rag_evidence import best_fused, rank_evidence, verdicts
@@ -96,12 +97,12 @@ class SelfRAGConfig(MethodConfig):
     # for yes/no questions only (yes_no, the default: asked for the bare word, the 1.5B
     # model said "yes" to 16 of 17), for every question (all: no better on held-out
     # questions), or never (off: vanilla_rag's answer prompt).
-    facts_first: Literal["off", "yes_no", "all"] = "yes_no"
+    facts_first: FactsFirst = "yes_no"
     # How the joint's answer to a choice question (yes/no, yes/no/maybe, an option letter)
     # is read: text, as written; calibrated, from the label probabilities with the prompt's
     # content-free label bias divided out (choice_reading.py; after the facts for a
     # facts_first joint; needs log-probabilities, else the text is read).
-    answer_reading: Literal["text", "calibrated"] = "text"
+    answer_reading: AnswerReading = "text"
     # How the answer is chosen. joint_first: the joint candidate, unless it has no usable
     # answer (the one-passage candidates are its fallbacks, ranked by the mode's rule);
     # critique: the mode's rule over every candidate, the joint included (the paper's and
@@ -168,7 +169,7 @@ class SelfRAG(Method):
         short = min(self.config.critic_max_tokens, int(self.llm_params["max_tokens"]))
         self.mode = MODES[self.config.critique](
             self.llm, self.config.max_context_tokens, short, facts_first=self.config.facts_first,
-            reader=ChoiceReader() if self.config.answer_reading == "calibrated" else None)
+            reader=reader_for(self.config.answer_reading))
 
     async def _answer(self, question: Question, run: Run) -> Outcome:
         if not await self._decide(question, run):

@@ -20,7 +20,7 @@ from .abstention import ABSTAIN_ANSWER, note_abstention, relevance_floor_reason
 from .answer_format import answer_format
 from .answer_shape import keep_answers
 from .base import Method, MethodConfig, Outcome
-from .choice_reading import ChoiceReader
+from .choice_reading import AnswerReading, reader_for
 from .critique import Critic, CriticConfig, Task
 from .critique import drafts as write_drafts
 from .critique.drafts import critiqued_answer
@@ -34,6 +34,7 @@ from .critique.stages import (
     critic_rerank,
     self_reflect,
 )
+from .facts_first import FactsFirst
 from .joint_answer import joint_answer
 from .registry import register
 from .self_rag_evidence import Ranked, rank_evidence
@@ -61,8 +62,8 @@ class SelfRagCriticConfig(MethodConfig):
     # How the joint draft's answer is written, as in self_rag (joint_answer.py): the facts
     # first for yes/no questions (yes_no), every question (all) or none (off); a choice
     # answer read from calibrated label probabilities (calibrated) or as written (text).
-    facts_first: Literal["off", "yes_no", "all"] = "yes_no"
-    answer_reading: Literal["text", "calibrated"] = "text"
+    facts_first: FactsFirst = "yes_no"
+    answer_reading: AnswerReading = "text"
     # Abstention (issue 17; off, as in the seeds): answer "insufficient evidence" when no retrieved
     # passage's fused relevance reaches this (checked before the joint draft is written).
     abstain_min_relevance: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
@@ -83,7 +84,7 @@ class SelfRagCritic(Method):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.reader = ChoiceReader() if self.config.answer_reading == "calibrated" else None
+        self.reader = reader_for(self.config.answer_reading)
 
     def _critic(self, question: Question) -> Critic:
         return Critic(

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
 from ..types import ArchitectureType, Question
 from .base import Method, MethodConfig, Outcome
-from .choice_reading import ChoiceReader, read_over_passages
+from .choice_reading import AnswerReading, read_over_passages, reader_for
 from .context import answer_over
 from .registry import register
 from .text import clean_answer
@@ -22,7 +22,7 @@ class VanillaConfig(MethodConfig):
     # text, as written; calibrated, from the label probabilities with the prompt's
     # content-free label bias divided out (choice_reading.py; needs log-probabilities,
     # else the text is read).
-    answer_reading: Literal["text", "calibrated"] = "text"
+    answer_reading: AnswerReading = "text"
 
 
 @register
@@ -35,7 +35,7 @@ class VanillaRAG(Method):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.reader = ChoiceReader() if self.config.answer_reading == "calibrated" else None
+        self.reader = reader_for(self.config.answer_reading)
 
     async def _answer(self, question: Question, run: Run) -> Outcome:
         result = await run.retrieve(question.text, self.config.top_k, thought="Retrieve passages for the question.")
