@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +12,7 @@ from selfrag.errors import BackendError, ConfigError
 from selfrag.llm import create_backend
 from selfrag.llm.base import Message
 from selfrag.llm.llamacpp import (
+    DEFAULT_N_BATCH,
     INSTRUCTION_FORMAT,
     LlamaCppBackend,
     default_model_path,
@@ -60,10 +63,35 @@ async def test_reuses_the_kv_cache_for_a_shared_prefix(embedded_llm):
     second = await embedded_llm.generate(b, max_tokens=1)
     assert first.evaluated_prompt_tokens is not None
     assert second.evaluated_prompt_tokens < second.prompt_tokens / 3
-    # The same prompt again only re-evaluates its last token.
+    # The same prompt again only re-evaluates its last, partial block.
     third = await embedded_llm.generate(b, max_tokens=1)
-    assert third.evaluated_prompt_tokens == 1
+    assert 1 <= third.evaluated_prompt_tokens <= DEFAULT_N_BATCH
     assert third.text == second.text
+
+
+# Qwen2.5-Coder-0.5B (../shared/tools/bench-models.sh) shows the batch-cut
+# effect the embedded 135M model does not; the case skips where it is absent.
+BENCH_GGUF = Path(
+    os.environ.get("SELFRAG_BENCH_GGUF", "~/.cache/selfrag-bench-models/qwen2.5-coder-0.5b-instruct.gguf")
+).expanduser()
+
+
+@pytest.mark.parametrize("model", ["embedded", "bench"])
+async def test_an_answer_does_not_depend_on_the_call_before_it(model):
+    """A reused prefix gives the same numbers as an empty cache, to the last bit."""
+    if model == "bench" and not BENCH_GGUF.is_file():
+        pytest.skip(f"benchmark model not found at {BENCH_GGUF} (set SELFRAG_BENCH_GGUF)")
+    path = None if model == "embedded" else BENCH_GGUF
+    shared = "You judge passages carefully and answer in one word. " * 12
+    target = [{"role": "user", "content": shared + "Passage: Mars is red. Is Mars red?"}]
+    other = [{"role": "user", "content": shared + "Passage: Venus is hot and bright. " * 5 + "Is Venus hot?"}]
+    cold = await LlamaCppBackend(path).generate(target, max_tokens=6, top_logprobs=5)
+    llm = LlamaCppBackend(path)
+    await llm.generate(other, max_tokens=6)
+    warm = await llm.generate(target, max_tokens=6, top_logprobs=5)
+    assert warm.evaluated_prompt_tokens < warm.prompt_tokens  # the prefix was reused
+    assert warm.text == cold.text
+    assert [p.top for p in warm.logprobs] == [p.top for p in cold.logprobs]
 
 
 async def test_greedy_is_deterministic_and_stop_sequences_cut(embedded_llm):

