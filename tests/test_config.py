@@ -39,6 +39,26 @@ def test_baseline_variants_exist_with_the_expected_settings():
         assert cfg.data.subset_size == (None if name.endswith("_full") else 100)
 
 
+VARIANT_SUFFIXES = ("_dense_full", "_hybrid_full", "_bm25_full", "_full", "_dense", "_hybrid")
+
+
+def _parent(stem: str) -> str | None:
+    return next((stem.removesuffix(s) for s in VARIANT_SUFFIXES if stem.endswith(s)), None)
+
+
+@pytest.mark.parametrize("path", [p for p in CONFIGS if _parent(p.stem)], ids=lambda p: p.stem)
+def test_a_retriever_or_full_variant_is_its_method_config_with_one_change(path):
+    """A variant inherits its method's config, so a setting changed there reaches it (they once drifted)."""
+    parent = _parent(path.stem)
+    assert yaml.safe_load(path.read_text())["inherits"] == f"{parent}.yaml"
+    child, base = load_config(path), load_config(REPO / "configs" / f"{parent}.yaml")
+    assert child.architecture.name == base.architecture.name
+    assert child.method_section() == base.method_section()
+    retriever = next((r for r in ("dense", "hybrid") if f"_{r}" in path.stem), "bm25")
+    assert child.retrieval.method == retriever
+    assert child.data.subset_size == (None if path.stem.endswith("_full") else base.data.subset_size)
+
+
 def test_base_defaults():
     cfg = load_config(REPO / "configs" / "base.yaml")
     assert cfg.llm.spec is None and cfg.retrieval.method == "bm25" and cfg.retrieval.top_k == 5
