@@ -9,9 +9,10 @@ from typing import Any
 from quality_carry import carried_note
 from quality_runs import BASELINE, DATASETS
 
-METRIC_NAMES = {"em": "EM", "f1": "F1", "accuracy": "accuracy", "yesno": "yes/no acc."}
+METRIC_NAMES = {"em": "EM", "f1": "F1", "accuracy": "accuracy", "yesno": "yes/no acc.",
+                "answered_yes": "answered yes", "gold_yes": "gold yes"}
 # Columns per dataset: quality metrics shown, the compared metric comes from the Dataset.
-SHOWN = {"hotpotqa": ("em", "f1"), "hotpotqa_yesno": ("yesno", "em", "f1"),
+SHOWN = {"hotpotqa": ("em", "f1"), "hotpotqa_yesno": ("yesno", "answered_yes", "gold_yes", "em", "f1"),
          "hotpotqa_mix": ("em", "f1"),
          "pubmedqa": ("accuracy",), "mmlu_evidence": ("accuracy",)}
 

@@ -170,6 +170,9 @@ def summarize_rows(rows: Sequence[dict[str, Any]], *, target_n: int, metrics: Se
     }
     if yes_no:
         out["metrics"]["yesno"] = _mean([yes_no_correct(r.get("prediction"), r.get("gold") or []) for r in ok])
+        # The label bias in one number: how often the method says "yes", and how often it should.
+        out["metrics"]["answered_yes"] = _mean([yes_no_correct(r.get("prediction"), ["yes"]) for r in ok])
+        out["metrics"]["gold_yes"] = _mean([yes_no_correct("yes", r.get("gold") or []) for r in ok])
     reasons = malformed_reasons(ok)
     out["malformed"] = sum(reasons.values())
     out["malformed_reasons"] = dict(reasons)

@@ -108,6 +108,8 @@ def test_yes_no_accuracy_is_the_normalised_answer_against_the_gold():
     s = qs.summarize_rows([pred("1", "No", gold=("no",)), pred("2", "yes", gold=("no",))], target_n=2,
                           metrics=("em",), yes_no=True)
     assert s["metrics"]["yesno"] == 0.5
+    # One "yes" answer of two, where the gold says "no" both times.
+    assert s["metrics"]["answered_yes"] == 0.5 and s["metrics"]["gold_yes"] == 0.0
 
 
 def test_support_pairs_split_correct_and_wrong_candidates():
