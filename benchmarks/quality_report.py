@@ -51,7 +51,7 @@ def dataset_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     shown = SHOWN[name]
     metric = METRIC_NAMES[dataset.metric]
     header = ["method", "n", *(METRIC_NAMES[m] for m in shown), f"Δ {metric} vs {BASELINE} [95% CI]",
-              "retrieved", "LLM calls/q", "tokens/q", "s/q", "malformed", "errors"]
+              "retrieved", "kept no passage", "LLM calls/q", "tokens/q", "s/q", "malformed", "errors"]
     target = max((r["target_n"] for r in rows), default=0)
     lines = [f"## {name}", "", dataset.note.format(n=target) + ".", ""]
     lines.append("| " + " | ".join(header) + " |")
@@ -59,7 +59,7 @@ def dataset_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         label = f"`{r['variant']}`" + (f" ({r['note']})" if r.get("note") else "")
         cells = [label, _n(r), *(_f(r["metrics"].get(m)) for m in shown), _delta(r.get("vs_baseline"), r["variant"]),
-                 _pct(r["retrieval_rate"]), _f(r["llm_calls_per_q"], ".1f"), _f(r["tokens_per_q"], ".0f"),
+                 _pct(r["retrieval_rate"]), str(r.get("kept_none", "–")), _f(r["llm_calls_per_q"], ".1f"), _f(r["tokens_per_q"], ".0f"),
                  _f(r["seconds_per_q"], ".1f"), _malformed(r), str(r["errors"])]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
@@ -190,6 +190,8 @@ def render(data: dict[str, Any]) -> str:
         "Columns: Δ is the method's mean difference to `vanilla_rag` on the same questions (joined by question "
         "id), with a paired bootstrap 95% interval (2000 resamples, seed 0); F1 on HotpotQA, the yes/no accuracy "
         "on the yes/no set, accuracy otherwise. *retrieved*: share of questions for which the method retrieved. "
+        "*kept no passage*: questions where every retrieved passage was judged irrelevant, so the answer was "
+        "written without them (the separate mode's filter). "
         "*s/q*: the method's own time per question on this machine. *malformed*: final answers that are empty, a "
         "reflection label, JSON or prompt text (`selfrag.methods.answer_shape.malformed`).",
         "",

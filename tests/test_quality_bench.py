@@ -112,6 +112,14 @@ def test_yes_no_accuracy_is_the_normalised_answer_against_the_gold():
     assert s["metrics"]["answered_yes"] == 0.5 and s["metrics"]["gold_yes"] == 0.0
 
 
+def test_an_answer_written_after_every_passage_was_filtered_out_is_counted():
+    unread = pred("1", "yes", gold=("no",)) | {"reasoning_chain": [
+        {"action": "retrieve"}, {"action": "evaluate_relevance"}, {"action": "no_relevant_documents"}]}
+    read = pred("2", "no", gold=("no",)) | {"reasoning_chain": [{"action": "retrieve"}, {"action": "generate"}]}
+    s = qs.summarize_rows([unread, read, pred("3", "Paris")], target_n=3, metrics=("em",))
+    assert s["retrieval_rate"] == 1.0 and s["kept_none"] == 1
+
+
 def test_support_pairs_split_correct_and_wrong_candidates():
     cands = [
         {"text": "Paris", "support": "no support", "details": {"sup": 0.9}},  # the probability wins
