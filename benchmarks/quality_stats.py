@@ -19,6 +19,7 @@ import numpy as np
 from selfrag.eval.metrics import best_over, f1_score, normalize_answer
 from selfrag.eval.report import GROUNDING_KEYS
 from selfrag.methods.answer_shape import malformed
+from selfrag.methods.self_rag import NO_RELEVANT_DOCUMENTS
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
@@ -165,7 +166,7 @@ def summarize_rows(rows: Sequence[dict[str, Any]], *, target_n: int, metrics: Se
         "metrics": {m: _mean([question_score(r, m) for r in ok]) for m in metrics},
         "retrieval_rate": _mean([float(bool(a.get("retrieved"))) for a in acc]),
         # Retrieved, then every passage judged irrelevant, so answered without them (separate mode).
-        "kept_none": sum(1 for r in ok if any(step.get("action") == "no_relevant_documents"
+        "kept_none": sum(1 for r in ok if any(step.get("action") == NO_RELEVANT_DOCUMENTS
                                              for step in r.get("reasoning_chain") or [])),
         "llm_calls_per_q": _mean([float(a.get("llm_calls") or 0) for a in acc]),
         "tokens_per_q": _mean([float(a.get("total_tokens") or 0) for a in acc]),

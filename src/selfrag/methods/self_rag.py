@@ -68,6 +68,8 @@ from .text import clean_answer
 from .trace import Run
 
 NO_ANSWER = "No answer."
+# The trace action of an answer written after every retrieved passage was judged irrelevant.
+NO_RELEVANT_DOCUMENTS = "no_relevant_documents"
 
 
 class SelfRAGConfig(MethodConfig):
@@ -197,7 +199,7 @@ class SelfRAG(Method):
         candidates = [c for c in chains if c is not None]
         if self.mode.filters_first and not candidates:
             run.note(
-                "no_relevant_documents",
+                NO_RELEVANT_DOCUMENTS,
                 thought="Every retrieved document was judged irrelevant.",
                 action_input=f"{len(docs)} documents",
                 observation="Answering without context (relevant_docs_count = 0).",
