@@ -190,8 +190,9 @@ def render(data: dict[str, Any]) -> str:
         "Columns: Δ is the method's mean difference to `vanilla_rag` on the same questions (joined by question "
         "id), with a paired bootstrap 95% interval (2000 resamples, seed 0); F1 on HotpotQA, the yes/no accuracy "
         "on the yes/no set, accuracy otherwise. *retrieved*: share of questions for which the method retrieved. "
-        "*kept no passage*: questions where every retrieved passage was judged irrelevant, so the answer was "
-        "written without them (the separate mode's filter). "
+        "*kept no passage*: questions where the separate mode's filter judged every retrieved passage "
+        "irrelevant (over an open corpus the answer is then written without them; over a question's own "
+        "passages, by the joint candidate over them, ranked by lexical evidence). "
         "*s/q*: the method's own time per question on this machine. *malformed*: final answers that are empty, a "
         "reflection label, JSON or prompt text (`selfrag.methods.answer_shape.malformed`).",
         "",

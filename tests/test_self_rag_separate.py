@@ -160,6 +160,51 @@ async def test_all_irrelevant_answers_without_context(france_retriever):
     assert not any(doc in llm.calls[-1].prompt_text() for doc in (DOC_A, DOC_B, DOC_C))
 
 
+OWN = Question(id="q1", text=QUESTION.text, contexts=tuple(
+    Document(id=str(i), title=f"Doc {i}", text=t) for i, t in enumerate((DOC_A, DOC_B, DOC_C), start=1)))
+
+
+async def test_a_filter_that_rejects_the_questions_own_passages_is_overruled():
+    """Issue 16 (the 1.5B model's JSON judge rejected every passage on 16 of 17 yes/no questions):
+    when the question supplied its passages, the joint candidate reads them, ranked by lexical
+    evidence, instead of the answer being written without context."""
+    llm = ScriptedBackend([IRREL, IRREL, IRREL, "Paris", sup("partially_supported"), use(4)])
+    method = create_method("self_rag", llm, None, {"self_rag": {"critique": "separate"}})
+    response = await method.answer(OWN)
+
+    assert response.answer == "Paris" and response.retrieval_needed is True
+    assert response.num_llm_calls == 3 + 3  # three verdicts, then the joint's answer, support, utility
+    actions = [s.action for s in response.reasoning_chain]
+    assert actions.index("no_relevant_documents") < actions.index("rank_evidence") < actions.index("generate")
+    assert "reads them anyway" in response.reasoning_chain[actions.index("no_relevant_documents")].observation
+    assert "direct_answer" not in actions
+    # The joint's prompt carries the passages, best lexical evidence first ("capital", "France").
+    joint_prompt = llm.calls[3].prompt_text()
+    assert all(doc in joint_prompt for doc in (DOC_A, DOC_B, DOC_C))
+    assert joint_prompt.index(DOC_A) < joint_prompt.index(DOC_C)
+    assert response.details["relevant_docs_count"] == 0
+    assert response.details["all_candidates"][0]["joint"] is True
+    assert [d.text for d in response.citations] == [DOC_A, DOC_B, DOC_C]
+
+
+@pytest.mark.parametrize(
+    ("config", "answer", "abstained"),
+    [
+        ({"retrieve_own_evidence": False}, "Paris", False),  # the user trusts the filter: seed 003's rule
+        ({"joint_candidate": False}, "Paris", False),  # no joint to write: seed 003's rule
+        ({"abstain_below": "partially_supported"}, "insufficient evidence", True),  # nothing relevant: abstain
+    ],
+)
+async def test_the_filter_stands_when_told_to_or_when_abstaining(config, answer, abstained):
+    llm = ScriptedBackend([json.dumps({"needs_retrieval": True}), IRREL, IRREL, IRREL, "Paris"])
+    if config.get("retrieve_own_evidence", True):
+        llm = ScriptedBackend([IRREL, IRREL, IRREL, "Paris"])
+    method = create_method("self_rag", llm, None, {"self_rag": {"critique": "separate", **config}})
+    response = await method.answer(OWN)
+    assert response.answer == answer and response.abstained is abstained
+    assert "rank_evidence" not in [s.action for s in response.reasoning_chain]
+
+
 async def test_no_retrieval_is_two_calls(france_retriever):
     llm = scripted(decision=False, direct="Paris")
     response = await separate(llm, france_retriever).answer(QUESTION)

@@ -198,16 +198,22 @@ class SelfRAG(Method):
         joint = results[len(judged)] if early is not None else None
         candidates = [c for c in chains if c is not None]
         if self.mode.filters_first and not candidates:
+            overrule = not self._abstains and self._overrules_filter(run, docs)
             run.note(
                 NO_RELEVANT_DOCUMENTS,
                 thought="Every retrieved document was judged irrelevant.",
                 action_input=f"{len(docs)} documents",
-                observation="Answering without context (relevant_docs_count = 0).",
+                observation=("The question supplied these passages: the joint candidate reads them anyway, "
+                             "ranked by lexical evidence." if overrule else
+                             "Answering without context (relevant_docs_count = 0)."),
             )
             if self._abstains:
                 return self._abstain(run, len(docs), [], "every retrieved passage was judged irrelevant", None)
-            answer = await self._direct_answer(question, run, "No relevant documents; answer without context.")
-            return Outcome(answer=answer, retrieval_needed=True, details=self._details(True, len(docs), [], None))
+            if not overrule:
+                answer = await self._direct_answer(question, run, "No relevant documents; answer without context.")
+                return Outcome(answer=answer, retrieval_needed=True, details=self._details(True, len(docs), [], None))
+            ranked = rank_evidence(run, question.text, docs, result.scores, None, self.config.joint_passages)
+            joint = await self._joint(question, ranked.passages, run)
 
         per_passage = list(candidates)
         floor = self.config.abstain_min_relevance
@@ -287,6 +293,17 @@ class SelfRAG(Method):
     def _ranks_by_prior(self) -> bool:
         ranking = self.config.joint_ranking
         return ranking == "prior" or (ranking == "auto" and not self.mode.filters_first)
+
+    def _overrules_filter(self, run: Run, docs: list[Document]) -> bool:
+        """Whether a filter that kept no passage is overruled: the question supplied its own passages.
+
+        Seed 003 answers without context when every document is judged irrelevant, which suits an
+        open corpus. A question's own passages are its evidence: on the 1.5B benchmark model the JSON
+        judge rejected every one of them on 16 of 17 yes/no questions (a comparison question has no
+        single passage that answers it), and answering from the prior threw that evidence away.
+        """
+        return (bool(docs) and self.config.joint_candidate and self.config.retrieve_own_evidence
+                and run.own_evidence)
 
     @property
     def _abstains(self) -> bool:
