@@ -61,6 +61,7 @@ from .concurrency import gather_in_order
 from .context import answer_over
 from .facts_first import FactsFirst
 from .registry import register
+from .self_rag_candidates import candidate_row, cited_passages
 from .self_rag_decision import DEFAULT_THRESHOLD, Calibration, decide_retrieval, decision_template
 from .self_rag_evidence import best_fused, rank_evidence, verdicts
 from .self_rag_modes import MODES, Passages
@@ -125,32 +126,6 @@ class SelfRAGConfig(MethodConfig):
     # ... or when no other usable candidate (written from other passages) gives the same answer
     # as the selected one (abstention.py: token F1 >= 0.5).
     abstain_unconfirmed: bool = False
-
-
-def cited_passages(best: Candidate | None, docs: list[Document]) -> list[Document] | None:
-    """The selected candidate's passages (None: no candidate, so every retrieved passage)."""
-    if best is None:
-        return None
-    indices = best.details.get("passage_indices") or []
-    cited = [docs[i - 1] for i in indices if 0 < i <= len(docs)]
-    if not cited and best.passage is not None:
-        cited = [best.passage]
-    return cited or None
-
-
-def _candidate_row(c: Candidate) -> dict[str, Any]:
-    return {
-        "text": c.text,
-        "passage_id": c.passage.id if c.passage else None,
-        "passage_title": c.passage.title if c.passage else None,
-        "passage_indices": list(c.details.get("passage_indices", [])),
-        "joint": bool(c.details.get("joint", False)),
-        "relevance": c.relevance,
-        "support": c.support,
-        "utility": c.utility,
-        "score": c.score,
-        "defaults_used": list(c.details.get("defaults_used", [])),
-    }
 
 
 @register
@@ -243,7 +218,7 @@ class SelfRAG(Method):
             return self._abstain(run, len(docs), candidates, why, best.text)
         answer = best.text if best else await self._over_all(question, docs, run)
         details = self._details(True, len(docs), per_passage, best, docs)
-        details["all_candidates"] = [_candidate_row(c) for c in candidates]
+        details["all_candidates"] = [candidate_row(c) for c in candidates]
         return Outcome(answer=answer, retrieval_needed=True, candidates=candidates, details=details,
                        citations=cited_passages(best, docs))
 
@@ -400,5 +375,5 @@ class SelfRAG(Method):
             "retrieval_needed": retrieval_needed,
             "total_docs_retrieved": retrieved,
             "relevant_docs_count": sum(c.relevance == RELEVANT for c in candidates),
-            "all_candidates": [_candidate_row(c) for c in candidates],
+            "all_candidates": [candidate_row(c) for c in candidates],
         }
