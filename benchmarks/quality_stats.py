@@ -165,7 +165,7 @@ def summarize_rows(rows: Sequence[dict[str, Any]], *, target_n: int, metrics: Se
         "errors": len(rows) - len(ok),
         "metrics": {m: _mean([question_score(r, m) for r in ok]) for m in metrics},
         "retrieval_rate": _mean([float(bool(a.get("retrieved"))) for a in acc]),
-        # Retrieved, then every passage judged irrelevant, so answered without them (separate mode).
+        # Retrieved, then every passage judged irrelevant by the separate mode's filter.
         "kept_none": sum(1 for r in ok if any(step.get("action") == NO_RELEVANT_DOCUMENTS
                                              for step in r.get("reasoning_chain") or [])),
         "llm_calls_per_q": _mean([float(a.get("llm_calls") or 0) for a in acc]),
