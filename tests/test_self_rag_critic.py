@@ -422,22 +422,3 @@ async def test_a_yes_no_joint_draft_writes_the_facts_first_as_in_self_rag(france
     cfg = {"self_rag_critic": {"facts_first": "off"}}
     off = await create_method("self_rag_critic", ScriptedBackend(script), france_retriever, cfg).answer(question)
     assert off.answer == "no" and not any(s.action == "generate_after_facts" for s in off.reasoning_chain)
-
-
-async def test_a_yes_no_joint_draft_can_ask_for_one_fact_per_item(france_retriever):
-    question = "Are Paris and Lyon both in France?"
-    fact = "Write one short sentence saying what the documents state about"
-    script = {
-        "Which people, places or things": "Paris\nLyon",
-        f"{fact} Paris": "Paris is the capital of France.",
-        f"{fact} Lyon": "The documents do not say.",
-        "Notes written from the documents": "no",
-        **label_script(),
-        "Answer: no\n\nIs the answer": word(partially=1.0),
-        "Answer: no\n\nHow useful": word(**{"3": 1.0}),
-    }
-    cfg = {"self_rag_critic": {"facts_first": "items"}}
-    r = await create_method("self_rag_critic", ScriptedBackend(script), france_retriever, cfg).answer(question)
-    assert r.answer == "no" and any(s.action == "list_items" for s in r.reasoning_chain)
-    notes = next(s for s in r.reasoning_chain if s.action == "answer_from_notes")
-    assert notes.details["facts"] == ["Paris: Paris is the capital of France.", "Lyon: The documents do not say."]

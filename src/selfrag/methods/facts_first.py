@@ -35,9 +35,8 @@ from .context import answer_over
 from .text import clean_answer
 from .trace import Run, StepRecord, shorten
 
-# A method's facts_first setting: the joint writes its facts first for every question, yes/no ones
-# (in one call, or one call per item the question names: item_facts.py), or none.
-FactsFirst = Literal["off", "yes_no", "items", "all"]
+# A method's facts_first setting: the joint writes its facts first for every question, yes/no ones, or none.
+FactsFirst = Literal["off", "yes_no", "all"]
 # A few fact lines and the answer fit well within this; a reply that runs on is a loop.
 REPLY_TOKENS = 160
 _VERDICT = re.compile(r"answer\s*[:\-]\s*\**\s*(yes|no)\b", re.IGNORECASE)
@@ -87,10 +86,11 @@ async def answer_after_facts(
     facts = read_facts(step.text)
     step.details.update(final=answer, facts=facts)
     if reader is not None and (notes := notes_before_answer(step.text)):
-        calibrated = await read_notes_calibrated(run, question, notes, reader)
-        if calibrated is not None:
-            step.observation = f"written: {answer}; read from the notes: {calibrated[1]}"
-            return calibrated[0], context, calibrated[1]
+        read, reading = await reader.read(run, question, notes_prompt(question), notes,
+                                          thought="Read the answer the notes lead to from the label probabilities.")
+        if read is not None and reading.answer is not None:
+            step.observation = f"written: {answer}; read from the notes: {reading.answer}"
+            return read, context, reading.answer
     if answer is not None:
         step.observation = f"{answer} after: {shorten(' | '.join(facts) or step.text, 160)}"
         return step, context, answer
@@ -103,17 +103,6 @@ async def answer_after_facts(
     if answer is None:
         read.observation = "no answer in the reply; answering with the plain prompt"
     return read, context, answer
-
-
-async def read_notes_calibrated(
-    run: Run, question: Question, notes: str, reader: ChoiceReader,
-) -> tuple[StepRecord, str] | None:
-    """The answer ``notes`` lead to, read from calibrated label probabilities (None: no reading)."""
-    read, reading = await reader.read(run, question, notes_prompt(question), notes,
-                                      thought="Read the answer the notes lead to from the label probabilities.")
-    if read is None or reading.answer is None:
-        return None
-    return read, reading.answer
 
 
 def notes_before_answer(text: str) -> str:

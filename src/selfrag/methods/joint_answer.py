@@ -4,9 +4,7 @@
 candidate the same way:
 
 1. with ``facts_first`` (``yes_no``: for yes/no questions; ``all``: for every
-   question), the facts-then-answer call of :mod:`.facts_first`; with
-   ``items``, a yes/no question's facts are asked for one item at a time
-   (:mod:`.item_facts`), and the one-call prompt is the fallback;
+   question), the facts-then-answer call of :mod:`.facts_first`;
 2. with a :class:`~.choice_reading.ChoiceReader` (``answer_reading:
    calibrated``), a choice question's answer read from calibrated label
    probabilities (after the facts, over the notes; otherwise over the
@@ -24,13 +22,12 @@ from .answer_shape import is_yes_no
 from .choice_reading import ChoiceReader, read_over_passages
 from .context import answer_over
 from .facts_first import answer_after_facts
-from .item_facts import answer_from_item_facts
 from .text import clean_answer
 from .trace import Run, StepRecord
 
 
 def wants_facts(facts_first: str, question: Question) -> bool:
-    return facts_first == "all" or (facts_first in ("yes_no", "items") and is_yes_no(question))
+    return facts_first == "all" or (facts_first == "yes_no" and is_yes_no(question))
 
 
 async def joint_answer(
@@ -38,13 +35,7 @@ async def joint_answer(
     facts_first: str = "off", reader: ChoiceReader | None = None,
 ) -> tuple[StepRecord, str, str]:
     """The step that gave the answer, the context shown and the answer; ``name`` names the passages in thoughts."""
-    asked_by_item = False
-    if facts_first == "items" and is_yes_no(question):
-        by_item = await answer_from_item_facts(run, question, docs, max_tokens, name=name, reader=reader)
-        if by_item is not None and by_item[2] is not None:
-            return by_item[0], by_item[1], by_item[2]
-        asked_by_item = by_item is not None  # items were found: their facts led to no answer
-    if wants_facts(facts_first, question) and not asked_by_item:
+    if wants_facts(facts_first, question):
         step, context, final = await answer_after_facts(
             run, question, docs, max_tokens,
             thought=f"Write the facts {name} give that lead to the answer, then the answer.", reader=reader,
