@@ -38,6 +38,7 @@ from quality_critics import (
     decisions_path,
     evidence_rows,
     gold_titles,
+    linked_path,
     relevance_path,
     relevance_rows,
     run_no_docs_decisions,
@@ -274,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             discard(decisions_path(args.out, args.tag))
         if args.critics:
             discard(relevance_path(args.out, args.tag))
+            discard(linked_path(args.out, args.tag))
     args.env = environment(args)
     code = 0
     try:

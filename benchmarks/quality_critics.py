@@ -37,6 +37,11 @@ def relevance_path(out: Path, tag: str) -> Path:
     return runs_root(out, tag) / "critics" / "relevance.jsonl"
 
 
+def linked_path(out: Path, tag: str) -> Path:
+    """The critic's linked relevance readings (each paragraph beside its anchor), one line per question."""
+    return runs_root(out, tag) / "critics" / "relevance_linked.jsonl"
+
+
 def _append(path: Path, record: dict[str, Any]) -> None:
     with path.open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -155,16 +160,23 @@ async def run_relevance(args: Any, backend: Any, n_questions: int) -> None:
     from selfrag.retrieval.links import evidence_prior
     from selfrag.retrieval.registry import retriever_factory
 
-    path = relevance_path(args.out, args.tag)
+    path, linked = relevance_path(args.out, args.tag), linked_path(args.out, args.tag)
     done = {r.get("id") for r in read_jsonl(path)}
+    done_linked = {r.get("id") for r in read_jsonl(linked)}
     cfg = load_cfg(DATASETS["hotpotqa"], VARIANTS["self_rag"], n_questions, args.llm)
-    pending = [q for q in load_dataset(cfg.data).questions if q.id not in done]
-    if not pending or args.report_only:
+    questions = load_dataset(cfg.data).questions
+    pending = [q for q in questions if q.id not in done]
+    pending_linked = [q for q in questions if q.id not in done_linked]
+    if not (pending or pending_linked) or args.report_only:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     llm, method = _self_rag_method(args, backend, n_questions)
     critic = Critic(llm, CriticConfig(source="label_probs"))
     bm25 = retriever_factory("bm25")
+    if pending_linked:
+        await _run_linked(critic, method, bm25, pending_linked, linked)
+    if not pending:
+        return
     say(f"relevance critiques: {len(pending)} question(s) x top-{RELEVANCE_TOP_K} BM25 paragraphs -> {path}")
     for count, q in enumerate(pending, start=1):
         result = await bm25(list(q.contexts)).retrieve(q.text, RELEVANCE_TOP_K)
@@ -196,10 +208,40 @@ async def run_relevance(args: Any, backend: Any, n_questions: int) -> None:
             say(f"relevance critiques: {count} of {len(pending)}")
 
 
+async def _run_linked(critic: Any, method: Any, bm25: Any, pending: list[Any], path: Path) -> None:
+    """The critic's linked relevance (``selfrag.methods.critique.relevance``) of the same top-5
+    paragraphs, each read beside its anchor, as ``self_rag_critic`` reads them."""
+    from selfrag.methods.critique.relevance import anchors, linked_relevance
+    from selfrag.methods.trace import Run
+
+    say(f"linked relevance critiques: {len(pending)} question(s) x top-{RELEVANCE_TOP_K} BM25 paragraphs -> {path}")
+    for count, q in enumerate(pending, start=1):
+        result = await bm25(list(q.contexts)).retrieve(q.text, RELEVANCE_TOP_K)
+        shown = anchors(q.text, result.documents, result.scores)
+        readings = await linked_relevance(critic, Run(critic.llm, None, dict(method.llm_params)), q.text, result) or []
+        _append(path, {"id": q.id, "paragraphs": [
+            {"title": doc.title, "anchor": a.title if a is not None else None,
+             "p_linked": reading.value if reading is not None else None}
+            for doc, a, reading in zip(result.documents, shown, readings, strict=True)]})
+        if count % 5 == 0 or count == len(pending):
+            say(f"linked relevance critiques: {count} of {len(pending)}")
+
+
+def _with_linked(records: list[dict[str, Any]], linked: list[dict[str, Any]]) -> None:
+    """Add each paragraph's ``p_linked`` (by question id and title) to the relevance records, in place."""
+    by_key = {(r.get("id"), p.get("title")): p.get("p_linked") for r in linked for p in r.get("paragraphs") or []}
+    for r in records:
+        for p in r.get("paragraphs") or []:
+            value = by_key.get((r.get("id"), p.get("title")))
+            if isinstance(value, (int, float)):
+                p["p_linked"] = value
+
+
 def relevance_rows(out: Path, tag: str, wanted: list[str]) -> list[dict[str, Any]]:
     """AUCs of gold vs distractor paragraphs for each relevance source, over the wanted questions."""
     keep = set(wanted)
     records = [r for r in read_jsonl(relevance_path(out, tag)) if r.get("id") in keep]
+    _with_linked(records, read_jsonl(linked_path(out, tag)))
     paras = [p for r in records for p in r.get("paragraphs") or []]
     if not paras:
         return []
@@ -220,6 +262,13 @@ def relevance_rows(out: Path, tag: str, wanted: list[str]) -> list[dict[str, Any
         rows += [row("relevance: lexical prior (retrieval.links), same paragraphs", primed, lambda p: p["prior"]),
                  row("relevance: critic fused with the prior, (P + prior) / 2", primed,
                      lambda p: (p["p_relevant"] + p["prior"]) / 2)]
+    linked = [p for p in primed if isinstance(p.get("p_linked"), (int, float))]
+    if linked:
+        rows += [row("relevance: critic P(relevant) beside its anchor (linked), same paragraphs", linked,
+                     lambda p: p["p_linked"]),
+                 row("relevance: critic P(relevant), plain, on those paragraphs", linked, lambda p: p["p_relevant"]),
+                 row("relevance: linked critic fused with the prior, (P + prior) / 2", linked,
+                     lambda p: (p["p_linked"] + p["prior"]) / 2)]
     judged = [p for p in paras if "isrel" in p]
     if judged:
         rows.append(row("relevance: combined [IsRel] verdict (binary)", judged, lambda p: float(p["isrel"]),

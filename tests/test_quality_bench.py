@@ -312,3 +312,27 @@ def test_relevance_rows_fuse_the_critic_with_the_prior_hand_checked(tmp_path):
     fused = rows["relevance: critic fused with the prior, (P + prior) / 2"]
     assert (fused["auc"], fused["n_questions"], fused["n_pairs"]) == (0.75, 2, 4)
     assert not any("IsRel" in s for s in rows)
+
+
+def test_linked_relevance_rows_join_by_question_and_title_hand_checked(tmp_path):
+    """Plain P: gold g1 0.3, g2 0.9 vs distractors d1 0.8, d2 0.6 -> 2 of 4 pairs = 0.5. Linked P,
+    joined by question id and title: g1 0.9, g2 0.7 vs d1 0.2 (d2 has no linked reading, so it is
+    left out) -> 2 of 2 = 1.0; plain on the same paragraphs: 0.3, 0.9 vs 0.8 -> 1 of 2 = 0.5."""
+    import quality_critics
+
+    def para(title, gold, p, prior=0.5):
+        return {"title": title, "gold": gold, "p_relevant": p, "critic_source": "label_probs", "prior": prior}
+
+    write(quality_critics.relevance_path(tmp_path, "m"), [
+        {"id": "a", "paragraphs": [para("g1", True, 0.3), para("d1", False, 0.8)]},
+        {"id": "b", "paragraphs": [para("g2", True, 0.9), para("d2", False, 0.6)]},
+    ])
+    write(quality_critics.linked_path(tmp_path, "m"), [
+        {"id": "a", "paragraphs": [{"title": "d1", "p_linked": 0.2}, {"title": "g1", "p_linked": 0.9}]},
+        {"id": "b", "paragraphs": [{"title": "g2", "p_linked": 0.7}, {"title": "d2", "p_linked": None}]},
+    ])
+    rows = {r["source"]: r for r in quality_critics.relevance_rows(tmp_path, "m", ["a", "b"])}
+    assert rows["relevance: critic P(relevant) (label_probs)"]["auc"] == 0.5
+    linked = rows["relevance: critic P(relevant) beside its anchor (linked), same paragraphs"]
+    assert (linked["auc"], linked["n_pairs"]) == (1.0, 2)
+    assert rows["relevance: critic P(relevant), plain, on those paragraphs"]["auc"] == 0.5

@@ -51,6 +51,10 @@ class CriticConfig(StrictModel):
     # maximises KV-cache prefix reuse. auto: sequential for backends that decode one
     # call at a time (in-process llama.cpp), concurrent otherwise.
     schedule: Literal["auto", "concurrent", "sequential"] = "auto"
+    # How a label question judges a passage's relevance: alone (passage, the paper's
+    # critique), or beside the question's best other passage (linked: relevance.py), meant
+    # to show a small model why a two-hop question's bridge passage matters.
+    relevance: Literal["passage", "linked"] = "passage"
 
 
 @dataclass(frozen=True)
