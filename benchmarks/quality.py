@@ -71,7 +71,7 @@ from quality_stats import compare_to, grounding, read_predictions, summarize_row
 
 HERE = Path(__file__).resolve().parent
 METRICS = {"hotpotqa": ("em", "f1", "match"), "hotpotqa_yesno": ("em", "f1"), "hotpotqa_mix": ("em", "f1"),
-           "pubmedqa": ("em", "f1", "accuracy"), "mmlu_evidence": ("em", "f1", "accuracy")}
+           "hotpotqa_next": ("em", "f1", "match"), "pubmedqa": ("em", "f1", "accuracy"), "mmlu_evidence": ("em", "f1", "accuracy")}
 
 
 class Backend:
@@ -126,7 +126,7 @@ def collect(args: Any) -> dict[str, Any]:
                        model=next((r.get("model") for r in recs if r.get("model")), ""),
                        remark=args.remarks.get((dataset.name, v.name), ""),
                        run_dir=str(run_dir(args.out, args.tag, dataset, v)))
-            if dataset.name in ("hotpotqa", "hotpotqa_mix"):
+            if dataset.name in ("hotpotqa", "hotpotqa_next", "hotpotqa_mix"):
                 row["grounding"] = grounding(recs)
             baseline = runs.get(BASELINE)
             row["vs_baseline"] = compare_to(recs, baseline, dataset.metric) if baseline and v.name != BASELINE else None

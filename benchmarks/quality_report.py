@@ -13,7 +13,7 @@ METRIC_NAMES = {"em": "EM", "f1": "F1", "accuracy": "accuracy", "yesno": "yes/no
                 "answered_yes": "answered yes", "gold_yes": "gold yes"}
 # Columns per dataset: quality metrics shown, the compared metric comes from the Dataset.
 SHOWN = {"hotpotqa": ("em", "f1"), "hotpotqa_yesno": ("yesno", "answered_yes", "gold_yes", "em", "f1"),
-         "hotpotqa_mix": ("em", "f1"),
+         "hotpotqa_mix": ("em", "f1"), "hotpotqa_next": ("em", "f1"),
          "pubmedqa": ("accuracy",), "mmlu_evidence": ("accuracy",)}
 
 

@@ -95,6 +95,11 @@ DATASET_LIST = [
             "HotpotQA dev distractor (first {n}); retrieval over each question's own 10 paragraphs"),
     Dataset("hotpotqa_yesno", "hotpotqa", DATA / "hotpotqa" / "hotpotqa_dev_yesno_17.jsonl", "yesno", "all",
             "HotpotQA dev yes/no comparison questions (all {n}); accuracy = the normalised answer is the gold yes/no"),
+    Dataset("hotpotqa_next", "hotpotqa", DATA / "hotpotqa" / "hotpotqa_dev_distractor_500.jsonl", "f1", "hotpot",
+            "HotpotQA dev distractor, a second sample: the {n} questions from the 200th on (data.skip=200); "
+            "no method setting was chosen on them, though the coverage of the joint candidate's 5-of-10 "
+            "passages was counted over questions 100-499",
+            ("data.skip=200",)),
     Dataset("hotpotqa_mix", "hotpotqa", DATA / "hotpotqa" / "hotpotqa_dev_distractor_500.jsonl", "f1", "hotpot",
             "HotpotQA dev (first {n}) with the gold paragraphs removed from about half the questions "
             "(data.remove_gold=0.5, chosen by question id): abstaining is right on those",

@@ -240,6 +240,20 @@ def test_subset_size_and_limit_take_the_first_questions(tmp_path):
     assert len(load_dataset(data(dataset="jsonl", path=str(path), subset_size=4), limit=2)) == 2
 
 
+def test_skip_leaves_out_the_first_questions_before_the_subset(tmp_path):
+    path = write_jsonl(tmp_path / "q.jsonl", [{"id": f"q{i}", "question": "q", "answers": ["x"]} for i in range(6)])
+    ids = [q.id for q in load_dataset(data(dataset="jsonl", path=str(path), skip=2, subset_size=3)).questions]
+    assert ids == ["q2", "q3", "q4"]
+    assert [q.id for q in load_dataset(data(dataset="jsonl", path=str(path), skip=5)).questions] == ["q5"]
+    with pytest.raises(DataError, match=r"data.skip=6 leaves no questions: .*q\.jsonl has 6; use a smaller data.skip"):
+        load_dataset(data(dataset="jsonl", path=str(path), skip=6))
+
+
+def test_a_negative_skip_is_a_config_error():
+    with pytest.raises(ValueError, match="skip"):
+        data(dataset="jsonl", path="x.jsonl", skip=-1)
+
+
 def test_demo_dataset_uses_the_shipped_corpus():
     ds = load_dataset(data(dataset="demo"))
     assert len(ds) >= 5 and ds.corpus and all(q.answers for q in ds.questions)

@@ -103,6 +103,9 @@ class DataSection(StrictModel):
     follow_external_links: bool = False
     split: str | None = None  # pubmedqa: test/train; mmlu_evidence: subjects, comma-separated
     subset_size: int | None = Field(None, ge=1)  # None: every question; N: the first N
+    # Leave out the first N questions of the file (before subset_size): a second sample of
+    # the same file, e.g. skip 200 and subset_size 100 for questions 200-299.
+    skip: int = Field(0, ge=0)
     skip_invalid: bool = False  # skip (and count) malformed records instead of failing
     # The unanswerable control: drop each question's gold supporting paragraphs (true), or do it
     # for a share of the questions picked by a hash of their id (0.5); docs/evaluation.md.

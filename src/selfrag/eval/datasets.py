@@ -126,8 +126,9 @@ def _corpus(data) -> list[Document] | None:
 def load_dataset(data, *, limit: int | None = None) -> Dataset:
     """Load the questions a :class:`~selfrag.config.DataSection` describes.
 
-    ``limit`` (like ``data.subset_size``) keeps the first N questions; when both
-    are set the smaller wins.
+    ``data.skip`` leaves out the first questions; then ``limit`` (like
+    ``data.subset_size``) keeps the first N of the rest; when both are set the
+    smaller wins.
     """
     loader = LOADERS[data.dataset]  # config validation admits only DATASETS
     path = Path(data.path).expanduser() if data.path else None
@@ -142,6 +143,13 @@ def load_dataset(data, *, limit: int | None = None) -> Dataset:
         from .unanswerable import remove_gold
 
         questions = remove_gold(questions, float(data.remove_gold), str(path or data.dataset))
+    if data.skip:
+        if data.skip >= len(questions):
+            raise DataError(
+                f"data.skip={data.skip} leaves no questions: {path or data.dataset} has {len(questions)}; "
+                "use a smaller data.skip"
+            )
+        questions = questions[data.skip :]
     sizes = [n for n in (data.subset_size, limit) if n is not None]
     if sizes:
         questions = questions[: min(sizes)]
