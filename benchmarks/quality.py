@@ -69,6 +69,8 @@ from quality_runs import (
 )
 from quality_stats import compare_to, grounding, read_predictions, summarize_rows
 
+from selfrag.cli.signals import sigterm_stops
+
 HERE = Path(__file__).resolve().parent
 METRICS = {"hotpotqa": ("em", "f1", "match"), "hotpotqa_yesno": ("em", "f1"), "hotpotqa_mix": ("em", "f1"),
            "hotpotqa_next": ("em", "f1", "match"), "pubmedqa": ("em", "f1", "accuracy"), "mmlu_evidence": ("em", "f1", "accuracy")}
@@ -279,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     args.env = environment(args)
     code = 0
     try:
-        asyncio.run(measure(args))
+        with sigterm_stops():  # `kill PID` closes the run's session like Ctrl-C
+            asyncio.run(measure(args))
     except KeyboardInterrupt:
         say("interrupted: the report covers what was answered (rerun the same command to resume)")
         code = 130

@@ -154,6 +154,52 @@ def test_killed_run_resumes_with_each_question_once_and_no_call_paid_twice(tmp_p
         assert summary["sessions"][-1]["cache_hits"] == N - 3 and summary["sessions"][-1]["cache_misses"] == 0
 
 
+@pytest.mark.server
+def test_sigterm_closes_the_session_as_stopped_and_the_run_resumes(tmp_path):
+    """`kill PID` (SIGTERM) stops a run the way Ctrl-C does: summary `stopped`, a resume hint."""
+    write_dataset(tmp_path / "q.jsonl")
+    gate = GatedServer()
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    with ScriptedHTTPServer(gate) as server:
+        (tmp_path / "exp.yaml").write_text(
+            "experiment: {name: term}\n"
+            "architecture: {name: vanilla_rag}\n"
+            f"llm: {{spec: 'openai:fake@{server.url}/v1', max_attempts: 1}}\n"
+            "retrieval: {top_k: 1}\n"
+            "data: {dataset: jsonl, path: q.jsonl}\n"
+            f"run: {{concurrency: {CONCURRENCY}}}\n"
+        )
+        run_dir = tmp_path / "results" / "t"
+        predictions = run_dir / "predictions.jsonl"
+        proc = subprocess.Popen(
+            selfrag(tmp_path, "run", "exp.yaml", "--run-id", "t", "--no-progress"),
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            ok = wait_for(lambda: lines(predictions) == FAST and len(gate.requests) == FAST + CONCURRENCY, 60)
+            assert ok, (proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
+            proc.send_signal(signal.SIGTERM)
+            gate.release.set()  # the held requests may finish or not: the run must stop either way
+            _, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 128 + signal.SIGTERM, stderr
+        assert "selfrag: terminated" in stderr and f"selfrag run --resume {run_dir}" in stderr
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["status"] == "stopped" and summary["complete"] is False
+        assert summary["sessions"][0]["finished"] is not None
+        answered = lines(predictions)
+        assert FAST <= answered < N
+
+        gate.holding = False
+        done = subprocess.run(selfrag(tmp_path, "run", "--resume", str(run_dir), "--no-progress"),
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert sorted(r["id"] for r in read_predictions(predictions)) == sorted(f"q{i}" for i in range(1, N + 1))
+        assert json.loads((run_dir / "summary.json").read_text())["status"] == "complete"
+
+
 def test_repair_cuts_a_torn_line_and_drops_errors_and_repeats(tmp_path):
     path = tmp_path / "predictions.jsonl"
     rows = [{"id": "a", "prediction": "x"}, {"id": "b", "error": {"type": "E", "message": "m"}},

@@ -12,6 +12,7 @@ import importlib
 import logging
 import os
 import pkgutil
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -19,6 +20,7 @@ from .. import __version__
 from ..errors import SelfragError
 from ..redaction import redact_secrets
 from . import commands
+from .signals import Terminated, sigterm_stops
 
 
 def _command_modules():
@@ -56,11 +58,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args._run(args) or 0)
+        with sigterm_stops():
+            return int(args._run(args) or 0)
     except SelfragError as exc:
         # Messages name specs and URLs: never print the credentials in them.
         print(f"selfrag: error: {redact_secrets(str(exc))}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("selfrag: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("selfrag: interrupted", file=sys.stderr)
         return 130
