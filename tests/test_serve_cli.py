@@ -117,7 +117,8 @@ def test_a_runs_only_server_starts_and_stops_on_terminate(tmp_path):
         assert health["runs"] is True and health["answering"] is False
     finally:
         server.close()
-    # uvicorn shuts down cleanly, then lets SIGTERM end the process as it would have.
+    # uvicorn shuts down cleanly, then lets SIGTERM end the process as it would have
+    # (serve keeps the default SIGTERM handler: cli/commands/serve.py OWN_SIGTERM).
     assert server.proc.returncode in (0, -15)
     assert "Traceback" not in server.log.read_text()
 

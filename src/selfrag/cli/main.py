@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     for mod in _command_modules():
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
         mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+        p.set_defaults(_run=mod.run, _own_sigterm=getattr(mod, "OWN_SIGTERM", False))
     return parser
 
 
@@ -58,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if getattr(args, "_own_sigterm", False):
+            return int(args._run(args) or 0)
         with sigterm_stops():
             return int(args._run(args) or 0)
     except SelfragError as exc:

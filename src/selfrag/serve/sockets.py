@@ -8,7 +8,7 @@ from ..errors import DataError
 
 
 def listen(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (port 0: a free one), or a one-line error.
+    """A TCP socket listening on ``host:port`` (port 0: a free one), or a one-line error.
 
     TCP_NODELAY is set here, and accepted connections inherit it: without it a
     response written in two parts (headers, then body) waits about 40 ms for
@@ -23,5 +23,8 @@ def listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise DataError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port or --host") from None
+    # Listen now, not when the server starts: the address is printed before that, and a
+    # client that connects in between must wait in the backlog, not be refused.
+    sock.listen(128)
     sock.set_inheritable(True)
     return sock

@@ -21,6 +21,8 @@ DESCRIPTION = (
     "unless told otherwise; any other address needs an API key."
 )
 ORDER = 60
+# uvicorn handles SIGTERM itself (a graceful shutdown, then the signal again): keep the default.
+OWN_SIGTERM = True
 DEFAULT_METHOD = "self_rag"
 
 
