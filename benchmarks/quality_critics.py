@@ -174,7 +174,8 @@ async def run_relevance(args: Any, backend: Any, n_questions: int) -> None:
     critic = Critic(llm, CriticConfig(source="label_probs"))
     bm25 = retriever_factory("bm25")
     if pending_linked:
-        await _run_linked(critic, method, bm25, pending_linked, linked)
+        linked_critic = Critic(llm, CriticConfig(source="label_probs", relevance="linked"))
+        await _run_linked(linked_critic, method, bm25, pending_linked, linked)
     if not pending:
         return
     say(f"relevance critiques: {len(pending)} question(s) x top-{RELEVANCE_TOP_K} BM25 paragraphs -> {path}")
@@ -218,7 +219,9 @@ async def _run_linked(critic: Any, method: Any, bm25: Any, pending: list[Any], p
     for count, q in enumerate(pending, start=1):
         result = await bm25(list(q.contexts)).retrieve(q.text, RELEVANCE_TOP_K)
         shown = anchors(q.text, result.documents, result.scores)
-        readings = await linked_relevance(critic, Run(critic.llm, None, dict(method.llm_params)), q.text, result) or []
+        readings = await linked_relevance(critic, Run(critic.llm, None, dict(method.llm_params)), q.text, result)
+        if readings is None:
+            raise ValueError(f"{q.id}: no linked readings (the critic needs relevance=linked and 2+ paragraphs)")
         _append(path, {"id": q.id, "paragraphs": [
             {"title": doc.title, "anchor": a.title if a is not None else None,
              "p_linked": reading.value if reading is not None else None}

@@ -336,3 +336,29 @@ def test_linked_relevance_rows_join_by_question_and_title_hand_checked(tmp_path)
     linked = rows["relevance: critic P(relevant) beside its anchor (linked), same paragraphs"]
     assert (linked["auc"], linked["n_pairs"]) == (1.0, 2)
     assert rows["relevance: critic P(relevant), plain, on those paragraphs"]["auc"] == 0.5
+
+
+async def test_the_linked_pass_reads_each_paragraph_beside_its_anchor(tmp_path, france_docs):
+    """The benchmark's linked pass asks linked prompts (its critic was once built without
+    relevance=linked, so the pass found no readings and crashed) and writes one row per paragraph."""
+    import quality_critics
+
+    from selfrag.llm import ScriptedBackend
+    from selfrag.methods.critique import Critic, CriticConfig
+    from selfrag.retrieval.registry import retriever_factory
+    from selfrag.types import Question
+    from tests.test_linked_relevance import linked_script
+
+    llm = ScriptedBackend(linked_script())
+    critic = Critic(llm, CriticConfig(source="label_probs", relevance="linked"))
+    q = Question(id="q1", text="What is the capital of France?", contexts=tuple(france_docs))
+    path = tmp_path / "linked.jsonl"
+    await quality_critics._run_linked(critic, types.SimpleNamespace(llm_params={}), retriever_factory("bm25"), [q], path)
+    (row,) = [json.loads(line) for line in path.read_text().splitlines()]
+    assert row["id"] == "q1" and len(row["paragraphs"]) == 3
+    assert all(p["anchor"] and p["anchor"] != p["title"] for p in row["paragraphs"])
+    assert sorted(round(p["p_linked"], 1) for p in row["paragraphs"]) == [0.1, 0.5, 0.9]
+
+    plain = Critic(llm, CriticConfig(source="label_probs"))
+    with pytest.raises(ValueError, match="relevance=linked"):
+        await quality_critics._run_linked(plain, types.SimpleNamespace(llm_params={}), retriever_factory("bm25"), [q], path)
