@@ -79,31 +79,36 @@ def lines(path: Path) -> int:
     return path.read_text().count("\n") if path.exists() else 0
 
 
+def start_run(tmp_path: Path, server_url: str, run_id: str, env: dict[str, str], cache: bool) -> subprocess.Popen:
+    """Write the experiment config and start `selfrag run` on it in a child process."""
+    (tmp_path / "exp.yaml").write_text(
+        f"experiment: {{name: {run_id}}}\n"
+        "architecture: {name: vanilla_rag}\n"
+        f"llm: {{spec: 'openai:fake@{server_url}/v1', max_attempts: 1}}\n"
+        "retrieval: {top_k: 1}\n"
+        "data: {dataset: jsonl, path: q.jsonl}\n"
+        + ("cache: {enabled: true, path: cache.db}\n" if cache else "")
+        + f"run: {{concurrency: {CONCURRENCY}}}\n"
+    )
+    return subprocess.Popen(
+        selfrag(tmp_path, "run", "exp.yaml", "--run-id", run_id, "--no-progress"),
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
 @pytest.mark.server
 def test_killed_run_resumes_with_each_question_once_and_no_call_paid_twice(tmp_path):
     write_dataset(tmp_path / "q.jsonl")
     gate = GatedServer()
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     with ScriptedHTTPServer(gate) as server:
-        (tmp_path / "exp.yaml").write_text(
-            "experiment: {name: kill}\n"
-            "architecture: {name: vanilla_rag}\n"
-            f"llm: {{spec: 'openai:fake@{server.url}/v1', max_attempts: 1}}\n"
-            "retrieval: {top_k: 1}\n"
-            "data: {dataset: jsonl, path: q.jsonl}\n"
-            "cache: {enabled: true, path: cache.db}\n"
-            f"run: {{concurrency: {CONCURRENCY}}}\n"
-        )
         run_dir = tmp_path / "results" / "k"
         predictions = run_dir / "predictions.jsonl"
-        proc = subprocess.Popen(
-            selfrag(tmp_path, "run", "exp.yaml", "--run-id", "k", "--no-progress"),
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )
+        proc = start_run(tmp_path, server.url, "k", env, cache=True)
         try:
             # FAST questions answered and written, CONCURRENCY more held open by the server.
             ok = wait_for(lambda: lines(predictions) == FAST and len(gate.requests) == FAST + CONCURRENCY, 60)
-            assert ok, (proc.poll(), proc.stderr.read().decode() if proc.poll() is not None else "")
+            assert ok, (proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
         finally:
@@ -161,20 +166,9 @@ def test_sigterm_closes_the_session_as_stopped_and_the_run_resumes(tmp_path):
     gate = GatedServer()
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     with ScriptedHTTPServer(gate) as server:
-        (tmp_path / "exp.yaml").write_text(
-            "experiment: {name: term}\n"
-            "architecture: {name: vanilla_rag}\n"
-            f"llm: {{spec: 'openai:fake@{server.url}/v1', max_attempts: 1}}\n"
-            "retrieval: {top_k: 1}\n"
-            "data: {dataset: jsonl, path: q.jsonl}\n"
-            f"run: {{concurrency: {CONCURRENCY}}}\n"
-        )
         run_dir = tmp_path / "results" / "t"
         predictions = run_dir / "predictions.jsonl"
-        proc = subprocess.Popen(
-            selfrag(tmp_path, "run", "exp.yaml", "--run-id", "t", "--no-progress"),
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
+        proc = start_run(tmp_path, server.url, "t", env, cache=False)
         try:
             ok = wait_for(lambda: lines(predictions) == FAST and len(gate.requests) == FAST + CONCURRENCY, 60)
             assert ok, (proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
