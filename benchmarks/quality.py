@@ -45,6 +45,7 @@ from quality_critics import (
     run_relevance,
     support_rows,
 )
+from quality_kept import has_predictions, predictions
 from quality_report import index, plot, render
 from quality_runs import (
     BASELINE,
@@ -111,12 +112,11 @@ def collect(args: Any) -> dict[str, Any]:
     for dataset in DATASET_LIST:
         if not dataset.path.exists():
             continue
-        present = [v for v in VARIANT_LIST
-                   if (run_dir(args.out, args.tag, dataset, v) / "predictions.jsonl").is_file()]
+        present = [v for v in VARIANT_LIST if has_predictions(run_dir(args.out, args.tag, dataset, v))]
         if not present:
             continue
         wanted = _wanted(args, dataset.name, target_n(dataset, args))
-        runs = {v.name: read_predictions(run_dir(args.out, args.tag, dataset, v) / "predictions.jsonl", wanted)
+        runs = {v.name: read_predictions(predictions(run_dir(args.out, args.tag, dataset, v)), wanted)
                 for v in present}
         if dataset.name == "hotpotqa":
             hotpot = runs

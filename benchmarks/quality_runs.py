@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from quality_kept import predictions, refresh
 from quality_stats import read_predictions
 
 HERE = Path(__file__).resolve().parent
@@ -243,7 +244,7 @@ async def ensure_run(dataset: Dataset, variant: Variant, args: Any, backend: Any
     cfg = load_cfg(dataset, variant, n, args.llm)
     wanted = selection(cfg)
     dest = run_dir(args.out, args.tag, dataset, variant)
-    preds = dest / "predictions.jsonl"
+    preds = predictions(dest)  # restored from the committed slim copy on a fresh clone
     done = {r["id"] for r in read_predictions(preds, wanted) if r.get("error") is None}
     if all(q in done for q in wanted):
         return RunState(read_predictions(preds, wanted), wanted)
@@ -266,6 +267,7 @@ async def ensure_run(dataset: Dataset, variant: Variant, args: Any, backend: Any
     except DataError as exc:  # e.g. a hand-started run holds the directory: report what it has
         note = f"not resumed: {exc}"
         say(f"{dataset.name} / {variant.name}: {note}")
+    refresh(dest)
     return RunState(read_predictions(preds, wanted), wanted, note)
 
 

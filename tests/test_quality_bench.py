@@ -362,3 +362,85 @@ async def test_the_linked_pass_reads_each_paragraph_beside_its_anchor(tmp_path, 
     plain = Critic(llm, CriticConfig(source="label_probs"))
     with pytest.raises(ValueError, match="relevance=linked"):
         await quality_critics._run_linked(plain, types.SimpleNamespace(llm_params={}), retriever_factory("bm25"), [q], path)
+
+
+# -- what git keeps of a run -------------------------------------------------------------------
+
+
+def _traced(qid: str, gold_title: str = "A") -> dict:
+    """A self_rag-like record whose trace has both what the report reads and the bulk it does not."""
+    rank = {"action": "rank_evidence", "thought": "t" * 500, "observation": "o" * 500, "action_input": "i",
+            "llm_calls": 0, "details": {"passages": [
+                {"title": gold_title, "model": 1.0, "judged": True, "prior": 0.7, "fused": 0.85},
+                {"title": "B", "model": 0.0, "judged": True, "prior": 0.2, "fused": 0.1}]}}
+    decision = {"action": "retrieval_decision", "thought": "t" * 300, "details": {"p_yes": 0.9}}
+    generate = {"action": "generate_and_critique", "thought": "x" * 2000, "observation": "y" * 2000, "details": {}}
+    candidates = [
+        {"text": "Paris", "passage": "p" * 3000, "support": "fully supported", "details": {"sup": 0.9}},
+        {"text": "Lyon", "passage": "q" * 3000, "support": "no support", "details": {"sup": 0.2}},
+    ]
+    row = pred(qid, "Paris", candidates=candidates)
+    row.update(reasoning_chain=[decision, rank, generate], details={
+        "context_used": "c" * 5000, "retrieval_needed": True,
+        "all_candidates": [{"passage_title": gold_title, "passage_indices": [1], "joint": False, "relevance": "relevant"}]})
+    return row
+
+
+def test_the_slim_copy_drops_the_bulk_and_reads_back_the_same_report_numbers():
+    import quality_critics
+    import quality_kept
+
+    full = [_traced("q1"), _traced("q2", gold_title="B")]
+    kept = [quality_kept.slim(r) for r in full]
+    assert len(json.dumps(kept)) < len(json.dumps(full)) / 5
+    assert [s["action"] for s in kept[0]["reasoning_chain"]] == ["retrieval_decision", "rank_evidence"]
+    assert "thought" not in kept[0]["reasoning_chain"][1] and "passage" not in kept[0]["candidates"][0]
+    assert "context_used" not in kept[0]["details"] and kept[0]["trace_trimmed"] is True
+    assert quality_kept.slim(kept[0]) == kept[0]  # slimming a slim record changes nothing
+    gold = {"q1": {"A"}, "q2": {"B"}}
+    for variant in ("self_rag", "self_rag_critic"):
+        assert (quality_critics.evidence_rows({variant: kept}, gold)
+                == quality_critics.evidence_rows({variant: full}, gold) != [])
+    assert qs.support_pairs(kept) == qs.support_pairs(full)
+    assert qs.summarize_rows(kept, target_n=2, metrics=("f1",)) == qs.summarize_rows(full, target_n=2, metrics=("f1",))
+    assert [quality_critics._decision_p_yes(r) for r in kept] == [0.9, 0.9]
+
+
+def test_a_fresh_clone_restores_predictions_from_the_slim_copy(tmp_path):
+    import quality_kept
+
+    dest = tmp_path / "run"
+    write(dest / "predictions.jsonl", [_traced("q1"), pred("q2", "x")])
+    assert quality_kept.refresh(dest) is True
+    assert quality_kept.refresh(dest) is False  # unchanged: not rewritten
+    slim_text = (dest / "predictions.slim.jsonl").read_text(encoding="utf-8")
+    (dest / "predictions.jsonl").unlink()  # what a clone has: only the committed slim copy
+    assert quality_kept.has_predictions(dest)
+    path = quality_kept.predictions(dest)
+    assert [r["id"] for r in qs.read_predictions(path)] == ["q1", "q2"]
+    assert (dest / "predictions.slim.jsonl").read_text(encoding="utf-8") == slim_text
+    with path.open("a", encoding="utf-8") as f:  # the resumed run answers one more question
+        f.write(json.dumps(_traced("q3")) + "\n")
+    quality_kept.predictions(dest)
+    assert [r["id"] for r in qs.read_jsonl(dest / "predictions.slim.jsonl")] == ["q1", "q2", "q3"]
+    assert not quality_kept.has_predictions(tmp_path / "absent")
+
+
+@pytest.mark.skipif(not quality_runs.DATASETS["hotpotqa"].path.is_file(), reason="benchmark data not found")
+async def test_a_complete_run_on_a_fresh_clone_is_read_back_not_answered_again(tmp_path):
+    import quality_kept
+
+    args = types.SimpleNamespace(out=tmp_path, tag="t", llm=None, n_hotpot=3, n_other=2, report_only=False)
+    ds, variant = quality_runs.DATASETS["hotpotqa"], quality_runs.VARIANTS["vanilla_rag"]
+    ids = quality_runs.selection(quality_runs.load_cfg(ds, variant, 3, None))
+    dest = quality_runs.run_dir(tmp_path, "t", ds, variant)
+    write(dest / "predictions.jsonl", [_traced(i) for i in ids])
+    quality_kept.refresh(dest)
+    (dest / "predictions.jsonl").unlink()
+
+    def no_backend(cfg):
+        raise AssertionError("a complete run must not build a model")
+
+    state = await quality_runs.ensure_run(ds, variant, args, no_backend)
+    assert [r["id"] for r in state.rows] == ids and all(r["trace_trimmed"] for r in state.rows)
+    assert (dest / "predictions.jsonl").is_file()
