@@ -185,3 +185,23 @@ async def test_the_separate_mode_writes_its_yes_no_joint_after_the_facts_too(ret
     assert step.details["passage_ids"] == ["1", "2", "3"]
     joint = next(c for c in response.details["all_candidates"] if c["joint"])
     assert (joint["text"], joint["support"], joint["utility"]) == ("no", "fully_supported", 4)
+
+
+async def test_a_bare_yes_no_verdict_with_no_facts_before_it_falls_back_to_the_plain_prompt(retriever):
+    """The 0.5B model answered the facts prompt with only "Answer: no" on most questions (no facts compared)."""
+    llm = ScriptedBackend(script("Answer: no"))
+    response = await create_method("self_rag", llm, retriever, CFG).answer(QUESTION)
+    assert response.answer == "yes"  # the plain prompt's answer, not the bare verdict
+    assert sum("Use the documents below to answer." in c.prompt_text() for c in llm.calls) == 1
+    assert not any("Notes written from the documents" in c.prompt_text() for c in llm.calls)
+    step = next(s for s in response.reasoning_chain if s.action == "generate_after_facts")
+    assert "bare verdict (no)" in step.observation
+
+
+def test_the_yes_no_prompt_names_the_line_format_without_placeholders():
+    """Given "- <name>: <that fact>", the 1.5B model copied the placeholders into its replies."""
+    from selfrag.prompts import load_prompt
+
+    text = load_prompt("self_rag_yes_no_facts")
+    assert "<" not in text.replace("{context}", "").replace("{question}", "")
+    assert '"Answer: yes" or "Answer: no"' in text and "{context}" in text and "{question}" in text
