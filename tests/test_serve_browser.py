@@ -1,5 +1,7 @@
 """The page in a real browser: headless Chromium asks a question and sees the answer, its cited
-sentence highlighted and the selected candidate marked; the screenshot is docs/serve.png.
+sentence highlighted and the selected candidate marked. The screenshot goes to the test's temporary
+directory; ``SELFRAG_UPDATE_SCREENSHOT=1`` writes it to docs/serve.png instead (so running the suite
+never rewrites a tracked file).
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them) and the
 ``selenium`` package (the ``dev`` extra); skips, saying which is missing, without them.
@@ -8,6 +10,7 @@ Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them) 
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 from pathlib import Path
 
@@ -95,7 +98,7 @@ def browser():
 
 
 @pytest.mark.server
-def test_the_page_answers_and_draws_the_trace(browser):
+def test_the_page_answers_and_draws_the_trace(browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -129,9 +132,9 @@ def test_the_page_answers_and_draws_the_trace(browser):
 
         height = browser.execute_script("return document.body.scrollHeight")
         browser.set_window_size(1280, min(height + 40, 2400))
-        SCREENSHOT.parent.mkdir(exist_ok=True)
-        assert browser.save_screenshot(str(SCREENSHOT))
-    assert SCREENSHOT.stat().st_size > 10_000
+        shot = SCREENSHOT if os.environ.get("SELFRAG_UPDATE_SCREENSHOT") == "1" else tmp_path / "serve.png"
+        assert browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 10_000
 
 
 @pytest.mark.server
