@@ -63,13 +63,16 @@ def _text(rows: list[dict[str, Any]]) -> str:
 def refresh(dest: Path) -> bool:
     """Rewrite ``dest``'s slim copy from its ``predictions.jsonl`` when they differ; True if written.
 
+    A copy written after the last change to ``predictions.jsonl`` is taken as current without
+    reading either file (the report calls this for every run directory each time it is written).
     The write goes through a temporary file and a rename, so a kill never leaves a torn copy.
     """
-    source = dest / PREDICTIONS
+    source, target = dest / PREDICTIONS, dest / KEPT
     if not source.is_file():
         return False
+    if target.is_file() and target.stat().st_mtime_ns > source.stat().st_mtime_ns:
+        return False
     text = _text(read_jsonl(source))
-    target = dest / KEPT
     if target.is_file() and target.read_text(encoding="utf-8") == text:
         return False
     tmp = target.with_name(target.name + ".tmp")
