@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from quality_runs import DATASETS, NO_DOCS, VARIANTS, load_cfg, runs_root, say
-from quality_stats import auc, auc_row, read_jsonl, support_pairs
+from quality_stats import auc, auc_row, paired_auc_bootstrap, read_jsonl, support_pairs
 
 RELEVANCE_TOP_K = 5
 
@@ -40,6 +40,11 @@ def relevance_path(out: Path, tag: str) -> Path:
 def linked_path(out: Path, tag: str) -> Path:
     """The critic's linked relevance readings (each paragraph beside its anchor), one line per question."""
     return runs_root(out, tag) / "critics" / "relevance_linked.jsonl"
+
+
+def likelihood_path(out: Path, tag: str) -> Path:
+    """The critic's question-likelihood relevance readings, one line per question."""
+    return runs_root(out, tag) / "critics" / "relevance_likelihood.jsonl"
 
 
 def _append(path: Path, record: dict[str, Any]) -> None:
@@ -161,18 +166,24 @@ async def run_relevance(args: Any, backend: Any, n_questions: int) -> None:
     from selfrag.retrieval.registry import retriever_factory
 
     path, linked = relevance_path(args.out, args.tag), linked_path(args.out, args.tag)
-    done = {r.get("id") for r in read_jsonl(path)}
-    done_linked = {r.get("id") for r in read_jsonl(linked)}
+    likely = likelihood_path(args.out, args.tag)
     cfg = load_cfg(DATASETS["hotpotqa"], VARIANTS["self_rag"], n_questions, args.llm)
     questions = load_dataset(cfg.data).questions
-    pending = [q for q in questions if q.id not in done]
-    pending_linked = [q for q in questions if q.id not in done_linked]
-    if not (pending or pending_linked) or args.report_only:
+
+    def todo(file: Path) -> list[Any]:
+        done = {r.get("id") for r in read_jsonl(file)}
+        return [q for q in questions if q.id not in done]
+
+    pending, pending_linked, pending_likely = todo(path), todo(linked), todo(likely)
+    if not (pending or pending_linked or pending_likely) or args.report_only:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     llm, method = _self_rag_method(args, backend, n_questions)
     critic = Critic(llm, CriticConfig(source="label_probs"))
     bm25 = retriever_factory("bm25")
+    if pending_likely and llm.supports_forced:
+        likely_critic = Critic(llm, CriticConfig(source="label_probs", relevance="question_likelihood"))
+        await _run_likelihood(likely_critic, method, bm25, pending_likely, likely)
     if pending_linked:
         linked_critic = Critic(llm, CriticConfig(source="label_probs", relevance="linked"))
         await _run_linked(linked_critic, method, bm25, pending_linked, linked)
@@ -230,21 +241,43 @@ async def _run_linked(critic: Any, method: Any, bm25: Any, pending: list[Any], p
             say(f"linked relevance critiques: {count} of {len(pending)}")
 
 
-def _with_linked(records: list[dict[str, Any]], linked: list[dict[str, Any]]) -> None:
-    """Add each paragraph's ``p_linked`` (by question id and title) to the relevance records, in place."""
-    by_key = {(r.get("id"), p.get("title")): p.get("p_linked") for r in linked for p in r.get("paragraphs") or []}
+async def _run_likelihood(critic: Any, method: Any, bm25: Any, pending: list[Any], path: Path) -> None:
+    """The critic's question-likelihood relevance (``selfrag.methods.critique.likelihood``) of the
+    same top-5 paragraphs, as ``self_rag_critic`` reads them with ``critic.relevance: question_likelihood``."""
+    from selfrag.methods.critique.likelihood import likelihood_relevance
+    from selfrag.methods.trace import Run
+
+    say(f"question-likelihood relevance: {len(pending)} question(s) x top-{RELEVANCE_TOP_K} BM25 paragraphs -> {path}")
+    for count, q in enumerate(pending, start=1):
+        result = await bm25(list(q.contexts)).retrieve(q.text, RELEVANCE_TOP_K)
+        run = Run(critic.llm, None, dict(method.llm_params))
+        readings = await likelihood_relevance(critic, run, q.text, result)
+        if readings is None:
+            raise ValueError(f"{q.id}: no question-likelihood readings")
+        means = [step.details.get("mean_logprob") for step in run.records if step.action == "critique_relevance"]
+        _append(path, {"id": q.id, "paragraphs": [
+            {"title": doc.title, "p_likelihood": reading.value if reading is not None else None, "mean_logprob": mean}
+            for doc, reading, mean in zip(result.documents, readings, means, strict=True)]})
+        if count % 5 == 0 or count == len(pending):
+            say(f"question-likelihood relevance: {count} of {len(pending)}")
+
+
+def _merge(records: list[dict[str, Any]], extra: list[dict[str, Any]], key: str) -> None:
+    """Add each paragraph's ``key`` (by question id and title) from ``extra`` to the relevance records, in place."""
+    by_key = {(r.get("id"), p.get("title")): p.get(key) for r in extra for p in r.get("paragraphs") or []}
     for r in records:
         for p in r.get("paragraphs") or []:
             value = by_key.get((r.get("id"), p.get("title")))
             if isinstance(value, (int, float)):
-                p["p_linked"] = value
+                p[key] = value
 
 
 def relevance_rows(out: Path, tag: str, wanted: list[str]) -> list[dict[str, Any]]:
     """AUCs of gold vs distractor paragraphs for each relevance source, over the wanted questions."""
     keep = set(wanted)
     records = [r for r in read_jsonl(relevance_path(out, tag)) if r.get("id") in keep]
-    _with_linked(records, read_jsonl(linked_path(out, tag)))
+    _merge(records, read_jsonl(linked_path(out, tag)), "p_linked")
+    _merge(records, read_jsonl(likelihood_path(out, tag)), "p_likelihood")
     paras = [p for r in records for p in r.get("paragraphs") or []]
     if not paras:
         return []
@@ -265,13 +298,24 @@ def relevance_rows(out: Path, tag: str, wanted: list[str]) -> list[dict[str, Any
         rows += [row("relevance: lexical prior (retrieval.links), same paragraphs", primed, lambda p: p["prior"]),
                  row("relevance: critic fused with the prior, (P + prior) / 2", primed,
                      lambda p: (p["p_relevant"] + p["prior"]) / 2)]
-    linked = [p for p in primed if isinstance(p.get("p_linked"), (int, float))]
-    if linked:
-        rows += [row("relevance: critic P(relevant) beside its anchor (linked), same paragraphs", linked,
-                     lambda p: p["p_linked"]),
-                 row("relevance: critic P(relevant), plain, on those paragraphs", linked, lambda p: p["p_relevant"]),
-                 row("relevance: linked critic fused with the prior, (P + prior) / 2", linked,
-                     lambda p: (p["p_linked"] + p["prior"]) / 2)]
+
+    def alternative(key: str, reading: str, short: str) -> list[dict[str, Any]]:
+        """Another reading of the same paragraphs (``key``): its AUC with a paired interval against
+        the plain P(relevant) on the paragraphs it scored, that plain AUC, and the reading fused."""
+        scored = [p for p in primed if isinstance(p.get(key), (int, float))]
+        if not scored:
+            return []
+        by_question = [[(p[key], p["p_relevant"], p["gold"]) for p in r.get("paragraphs") or [] if p in scored]
+                       for r in records]
+        return [row(f"relevance: {reading}, same paragraphs", scored, lambda p: p[key],
+                    vs_plain=paired_auc_bootstrap(by_question)),
+                row(f"relevance: critic P(relevant), plain, on the paragraphs {short} scored", scored,
+                    lambda p: p["p_relevant"]),
+                row(f"relevance: {short} fused with the prior, (P + prior) / 2", scored,
+                    lambda p: (p[key] + p["prior"]) / 2)]
+
+    rows += alternative("p_linked", "critic P(relevant) beside its anchor (linked)", "linked critic")
+    rows += alternative("p_likelihood", "critic question likelihood (question_likelihood)", "question likelihood")
     judged = [p for p in paras if "isrel" in p]
     if judged:
         rows.append(row("relevance: combined [IsRel] verdict (binary)", judged, lambda p: float(p["isrel"]),

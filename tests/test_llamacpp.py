@@ -128,3 +128,29 @@ def test_instruction_format_for_models_without_a_chat_template():
     prompt = instruction_prompt((Message("system", "Be brief."), Message("user", "Why?")))
     assert prompt == INSTRUCTION_FORMAT.format(instruction="Be brief.\n\nWhy?")
     assert prompt.endswith("### Response:\n")
+
+
+async def test_a_forced_reply_scores_the_tokens_greedy_decoding_wrote(embedded_llm):
+    """Forced decoding (LLMRequest.forced) gives each token of a given reply the log-probability
+    the model gave it while writing it: scoring the greedy reply reproduces its own logprobs,
+    across a batch boundary, and leaves the next call's answer unchanged."""
+    count = [Message("user", "Count from 1 to 60, separated by commas.")]
+    written = await embedded_llm.generate(count, max_tokens=DEFAULT_N_BATCH + 6, top_logprobs=1)
+    assert written.completion_tokens > DEFAULT_N_BATCH  # the scored tokens span two batches
+    scored = await embedded_llm.generate(count, forced=written.text)
+    assert scored.text == written.text and scored.finish_reason == "forced"
+    assert scored.completion_tokens == written.completion_tokens
+    # Batched and one-token-at-a-time evaluation round differently (see _eval_prompt): close, not equal.
+    gaps = [abs(a.logprob - b.logprob) for a, b in zip(scored.logprobs, written.logprobs, strict=True)]
+    assert max(gaps) < 0.25
+    assert scored.logprobs[0].logprob == written.logprobs[0].logprob  # read from the same prompt logits
+    rescored = await embedded_llm.generate(PASSAGE_Q, forced="Paris.")
+    rescored_again = await embedded_llm.generate(PASSAGE_Q, forced="Paris.")
+    assert [t.logprob for t in rescored.logprobs] == [t.logprob for t in rescored_again.logprobs]
+    again = await embedded_llm.generate(count, max_tokens=DEFAULT_N_BATCH + 6, top_logprobs=1)
+    assert again.text == written.text
+
+
+async def test_a_forced_reply_longer_than_the_context_is_a_clear_error(embedded_llm):
+    with pytest.raises(BackendError, match="scored reply"):
+        await embedded_llm.generate(PASSAGE_Q, forced="word " * 20000)

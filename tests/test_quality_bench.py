@@ -335,7 +335,7 @@ def test_linked_relevance_rows_join_by_question_and_title_hand_checked(tmp_path)
     assert rows["relevance: critic P(relevant) (label_probs)"]["auc"] == 0.5
     linked = rows["relevance: critic P(relevant) beside its anchor (linked), same paragraphs"]
     assert (linked["auc"], linked["n_pairs"]) == (1.0, 2)
-    assert rows["relevance: critic P(relevant), plain, on those paragraphs"]["auc"] == 0.5
+    assert rows["relevance: critic P(relevant), plain, on the paragraphs linked critic scored"]["auc"] == 0.5
 
 
 async def test_the_linked_pass_reads_each_paragraph_beside_its_anchor(tmp_path, france_docs):
@@ -444,3 +444,96 @@ async def test_a_complete_run_on_a_fresh_clone_is_read_back_not_answered_again(t
     state = await quality_runs.ensure_run(ds, variant, args, no_backend)
     assert [r["id"] for r in state.rows] == ids and all(r["trace_trimmed"] for r in state.rows)
     assert (dest / "predictions.jsonl").is_file()
+
+
+def test_likelihood_relevance_rows_join_by_question_and_title_hand_checked(tmp_path):
+    """Question likelihood joined by question id and title: gold g1 0.6, g2 0.9 vs distractors d1 0.7,
+    d2 0.4 -> pairs (g1>d1 no, g1>d2 yes, g2>d1 yes, g2>d2 yes) = 3 of 4 = 0.75. Fused with the prior
+    (g 0.5, d 0.5, all equal): the same order, 0.75."""
+    import quality_critics
+
+    def para(title, gold, p):
+        return {"title": title, "gold": gold, "p_relevant": p, "critic_source": "label_probs", "prior": 0.5}
+
+    write(quality_critics.relevance_path(tmp_path, "m"), [
+        {"id": "a", "paragraphs": [para("g1", True, 0.3), para("d1", False, 0.8)]},
+        {"id": "b", "paragraphs": [para("g2", True, 0.9), para("d2", False, 0.6)]},
+    ])
+    write(quality_critics.likelihood_path(tmp_path, "m"), [
+        {"id": "a", "paragraphs": [{"title": "d1", "p_likelihood": 0.7}, {"title": "g1", "p_likelihood": 0.6}]},
+        {"id": "b", "paragraphs": [{"title": "g2", "p_likelihood": 0.9}, {"title": "d2", "p_likelihood": 0.4}]},
+    ])
+    rows = {r["source"]: r for r in quality_critics.relevance_rows(tmp_path, "m", ["a", "b"])}
+    likely = rows["relevance: critic question likelihood (question_likelihood), same paragraphs"]
+    assert (likely["auc"], likely["n_pairs"]) == (0.75, 4)
+    assert rows["relevance: question likelihood fused with the prior, (P + prior) / 2"]["auc"] == 0.75
+
+
+async def test_the_likelihood_pass_scores_the_question_after_each_paragraph(tmp_path, france_docs):
+    import quality_critics
+
+    from selfrag.llm import ScriptedBackend
+    from selfrag.methods.critique import Critic, CriticConfig
+    from selfrag.retrieval.registry import retriever_factory
+    from selfrag.types import Question
+    from tests.test_question_likelihood import likelihood_script
+
+    llm = ScriptedBackend(likelihood_script())
+    critic = Critic(llm, CriticConfig(source="label_probs", relevance="question_likelihood"))
+    q = Question(id="q1", text="What is the capital of France?", contexts=tuple(france_docs))
+    path = tmp_path / "likely.jsonl"
+    await quality_critics._run_likelihood(critic, types.SimpleNamespace(llm_params={}), retriever_factory("bm25"), [q], path)
+    (row,) = [json.loads(line) for line in path.read_text().splitlines()]
+    by_title = {p["title"]: (round(p["p_likelihood"], 4), p["mean_logprob"]) for p in row["paragraphs"]}
+    assert by_title == {"Doc A": (0.8808, -1.0), "Doc B": (0.5, -2.0), "Doc C": (0.1192, -3.0)}
+    assert all(c.forced == q.text for c in llm.calls)
+
+
+def test_the_paired_auc_interval_resamples_whole_questions_hand_checked():
+    """Two questions, scores a then b per item. All of a: gold 0.9, 0.8 vs distractors 0.1, 0.2 -> 1.0.
+    All of b: gold 0.9 (q1), 0.1 (q2) vs 0.5 (q1), 0.2 (q2) -> pairs 0.9>0.5, 0.9>0.2, 0.1<0.5, 0.1<0.2 = 0.5.
+    Difference +0.5; a resample of q1 twice gives 1.0 - 1.0 = 0, of q2 twice 1.0 - 0.0 = +1."""
+    from quality_stats import paired_auc_bootstrap
+
+    q1 = [(0.9, 0.9, True), (0.1, 0.5, False)]
+    q2 = [(0.8, 0.1, True), (0.2, 0.2, False)]
+    out = paired_auc_bootstrap([q1, q2], resamples=400)
+    assert out["diff"] == 0.5 and out["n"] == 2
+    assert out["lo"] == 0.0 and out["hi"] == 1.0
+    assert paired_auc_bootstrap([[(0.5, 0.5, True)]]) is None  # no distractor: no AUC
+
+
+def test_the_dev_relevance_summary_hand_checked():
+    """Gold g (label 0.9, likelihood 0.6), distractors d1 (0.2, 0.7), d2 (0.95, 0.1): label 1 of 2 pairs
+    = 0.5; likelihood 1 of 2 = 0.5; mean of the two g 0.75 vs 0.45, 0.525 = 1.0."""
+    import relevance_dev
+
+    rec = {"id": "a", "paragraphs": [
+        {"title": "g", "gold": True, "p_relevant": 0.9, "p_likelihood": 0.6, "prior": 0.5},
+        {"title": "d1", "gold": False, "p_relevant": 0.2, "p_likelihood": 0.7, "prior": 0.5},
+        {"title": "d2", "gold": False, "p_relevant": 0.95, "p_likelihood": 0.1, "prior": 0.5}]}
+    out = relevance_dev.summary([rec])
+    assert (out["questions"], out["gold"], out["distractors"]) == (1, 1, 2)
+    assert (out["label question P(relevant)"], out["question likelihood"], out["mean of the two"]) == (0.5, 0.5, 1.0)
+    assert out["mean of the two - likelihood"]["diff"] == 0.5
+
+
+@pytest.mark.skipif(not quality_runs.DATASETS["hotpotqa"].path.is_file(), reason="benchmark data not found")
+def test_the_dev_relevance_run_reads_a_later_range_and_resumes(tmp_path, monkeypatch, capsys):
+    import relevance_dev
+
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps({
+        "Write one question": {"forced_logprobs": [-1.0]},
+        "Does the document above": {"text": "relevant", "top_logprobs": {"relevant": -0.1, "irrelevant": -2.4}},
+    }))
+    monkeypatch.setattr(relevance_dev, "out_path", lambda tag, skip: tmp_path / f"dev_{skip}.jsonl")
+    assert relevance_dev.main(["--llm", f"scripted:{script}", "--skip", "300", "--n", "2"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "dev_300.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(len(r["paragraphs"]) == 5 for r in rows)
+    assert all(p["p_likelihood"] == 0.5 for r in rows for p in r["paragraphs"])  # equal scores: all average
+    ids = {json.loads(line)["id"] for line in (quality_runs.DATASETS["hotpotqa"].path.read_text().splitlines()[300:302])}
+    assert {r["id"] for r in rows} == ids
+    assert relevance_dev.main(["--llm", f"scripted:{script}", "--skip", "300", "--n", "2"]) == 0  # resumes: no new line
+    assert len((tmp_path / "dev_300.jsonl").read_text().splitlines()) == 2
+    assert '"questions": 2' in capsys.readouterr().out

@@ -53,6 +53,10 @@ class LLMRequest:
     stop: tuple[str, ...] = ()
     top_logprobs: int = 0
     response_format: str | None = None  # None or "json"
+    # Forced decoding: score this text as the reply instead of writing one. The generation's
+    # text is ``forced`` and its logprobs hold each of its tokens' log-probability (needs
+    # ``supports_forced``; max_tokens and stop do not apply).
+    forced: str | None = None
 
     def prompt_text(self) -> str:
         """All prompt text as one string (for matching and rough token counts)."""
@@ -94,6 +98,7 @@ def build_request(
     stop: Sequence[str] | str | None = None,
     top_logprobs: int = 0,
     response_format: str | Mapping[str, Any] | None = None,
+    forced: str | None = None,
 ) -> LLMRequest:
     messages, raw = normalize_messages(prompt)
     if isinstance(stop, str):
@@ -107,6 +112,8 @@ def build_request(
         raise ConfigError(f"max_tokens must be at least 1, got {max_tokens}")
     if not 0 <= top_logprobs <= 20:
         raise ConfigError(f"top_logprobs must be between 0 and 20, got {top_logprobs}")
+    if forced is not None and not forced.strip():
+        raise ConfigError("forced text is empty; give the reply whose tokens should be scored")
     return LLMRequest(
         messages=messages,
         prompt=raw,
@@ -115,6 +122,7 @@ def build_request(
         stop=tuple(stop or ()),
         top_logprobs=int(top_logprobs),
         response_format=response_format,
+        forced=forced,
     )
 
 
@@ -127,6 +135,8 @@ class LLMBackend(Protocol):
     * ``supports_raw_prompt``: a plain-string prompt is sent with no chat template;
     * ``decodes_serially``: the backend decodes one call at a time (in-process
       llama.cpp), so concurrent calls buy nothing and call order buys prefix reuse;
+    * ``supports_forced``: ``generate(forced=text)`` scores ``text`` as the reply (each of its
+      tokens' log-probability given the prompt and the tokens before it) instead of writing one;
     * ``tokenize(text)``: the model's token ids, or ``None`` when the backend has no tokenizer.
     """
 
@@ -137,6 +147,7 @@ class LLMBackend(Protocol):
     supports_json: bool
     supports_raw_prompt: bool
     decodes_serially: bool
+    supports_forced: bool
 
     async def generate(
         self,
@@ -147,6 +158,7 @@ class LLMBackend(Protocol):
         stop: Sequence[str] | str | None = None,
         top_logprobs: int = 0,
         response_format: str | Mapping[str, Any] | None = None,
+        forced: str | None = None,
     ) -> Generation: ...
 
     def count_tokens(self, text: str) -> int: ...
@@ -180,6 +192,7 @@ class RequestGenerator:
         stop: Sequence[str] | str | None = None,
         top_logprobs: int = 0,
         response_format: str | Mapping[str, Any] | None = None,
+        forced: str | None = None,
     ) -> Generation:
         request = build_request(
             prompt,
@@ -188,6 +201,7 @@ class RequestGenerator:
             stop=stop,
             top_logprobs=top_logprobs,
             response_format=response_format,
+            forced=forced,
         )
         return await self.generate_request(request)
 
@@ -229,6 +243,8 @@ class BaseBackend(RequestGenerator):
     supports_raw_prompt: bool = False
     # Whether calls are decoded one at a time (see LLMBackend).
     decodes_serially: bool = False
+    # Whether a request can score a given reply (LLMRequest.forced).
+    supports_forced: bool = False
 
     def __init__(
         self,
@@ -250,6 +266,11 @@ class BaseBackend(RequestGenerator):
         return f"{self.provider}:{self.model}"
 
     async def generate_request(self, request: LLMRequest) -> Generation:
+        if request.forced is not None and not self.supports_forced:
+            raise ConfigError(
+                f"{self.spec} cannot score a given reply (forced decoding); use a local model "
+                "(llamacpp:/path/model.gguf) or a critique that does not need it"
+            )
         start = time.perf_counter()
 
         async def attempt() -> Generation:

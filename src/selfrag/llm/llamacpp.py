@@ -12,7 +12,8 @@ The decoding loop is our own, on top of llama-cpp-python's ``eval``:
   untouched;
 * next-token log-probabilities are read from the last position's logits only,
   so no call pays for full-vocabulary logits at every prompt position
-  (``logits_all`` stays off);
+  (``logits_all`` stays off); a forced reply (``LLMRequest.forced``, scored
+  rather than written) keeps the logits of its own tokens only;
 * the KV cache is reused across calls: only the part of a prompt after the
   longest prefix shared with the previous call, rounded down to whole
   ``n_batch`` blocks, is evaluated (``Generation.evaluated_prompt_tokens``
@@ -90,6 +91,7 @@ class LlamaCppBackend(BaseBackend):
     supports_json = False
     supports_raw_prompt = True
     decodes_serially = True
+    supports_forced = True
 
     def __init__(
         self,
@@ -269,6 +271,8 @@ class LlamaCppBackend(BaseBackend):
                 f"{n_ctx}; lower top_k or max_context_tokens, or raise llm.n_ctx"
             )
         evaluated = self._eval_prompt(prompt_ids)
+        if request.forced is not None:
+            return self._score_forced(request, prompt_ids, evaluated)
         vocab = llm._model.vocab
         from llama_cpp import llama_cpp as lib
 
@@ -339,6 +343,58 @@ class LlamaCppBackend(BaseBackend):
         self._prompt_tokens_cached = len(prompt_ids)
         self.tokens_evaluated += len(todo)
         return len(todo)
+
+    def _score_forced(self, request: LLMRequest, prompt_ids: list[int], evaluated: int) -> Generation:
+        """Each token of ``request.forced`` (plain text) scored after the evaluated prompt.
+
+        The forced tokens but the last are evaluated in batches that keep every
+        position's logits, so scoring a reply costs one prompt-like evaluation,
+        not one decoding step per token.
+        """
+        llm = self._llm
+        forced = self.tokenize_plain(request.forced or "")
+        if len(prompt_ids) + len(forced) > llm.n_ctx():
+            raise BackendError(
+                f"{self.spec}: the prompt and the scored reply have {len(prompt_ids) + len(forced)} tokens "
+                f"but the context window is {llm.n_ctx()}; shorten them or raise llm.n_ctx"
+            )
+        n_vocab = llm.n_vocab()
+        rows = [np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(n_vocab,)).copy()]
+        rows += self._eval_rows(forced[:-1])
+        k = request.top_logprobs
+        positions = []
+        for token, logits in zip(forced, rows, strict=True):
+            if k:
+                positions.append(self._top(logits, token, k))
+            else:
+                logits = logits.astype(np.float64)
+                positions.append(TokenLogprobs(self.token_text(token), float(logits[token] - np.logaddexp.reduce(logits))))
+        return Generation(
+            text=request.forced or "",
+            prompt_tokens=len(prompt_ids),
+            completion_tokens=len(forced),
+            finish_reason="forced",
+            model=self.model,
+            logprobs=tuple(positions),
+            evaluated_prompt_tokens=evaluated,
+        )
+
+    def _eval_rows(self, ids: list[int]) -> list[np.ndarray]:
+        """Evaluate ``ids`` after the cached tokens and return the logits at every one of them."""
+        llm = self._llm
+        n_vocab = llm.n_vocab()
+        out: list[np.ndarray] = []
+        for start in range(0, len(ids), llm.n_batch):
+            block = ids[start : start + llm.n_batch]
+            n_past = llm.n_tokens
+            llm._batch.set_batch(batch=block, n_past=n_past, logits_all=True)
+            llm._ctx.decode(llm._batch)
+            llm.input_ids[n_past : n_past + len(block)] = block
+            llm.n_tokens += len(block)
+            self.tokens_evaluated += len(block)
+            for i in range(len(block)):
+                out.append(np.ctypeslib.as_array(llm._ctx.get_logits_ith(i), shape=(n_vocab,)).copy())
+        return out
 
     def _pick(self, logits: np.ndarray, temperature: float) -> int:
         if temperature <= 0:

@@ -12,7 +12,10 @@ A response is a string, or an object with ``text`` and optionally
 ``top_logprobs`` (one ``{token: logprob}`` object for the first position, or a
 list of them, one per position), ``prompt_tokens``, ``completion_tokens``,
 ``cost_usd`` and ``finish_reason``; ``{"error": "...", "status": 503}`` makes
-the call fail (retryable for 429 and 5xx statuses).
+the call fail (retryable for 429 and 5xx statuses). A call that scores a given
+reply (``forced=``) is answered by an object with ``forced_logprobs``, one
+log-probability per scored token (its text is the forced reply, split on
+whitespace into that many tokens).
 
 Load one from a JSON file with the spec ``scripted:PATH``; its spec (and so
 its cache key) is the file name plus a hash of the file's content, so another
@@ -46,6 +49,7 @@ _RESPONSE_KEYS = {
     "finish_reason",
     "error",
     "status",
+    "forced_logprobs",
 }
 
 
@@ -59,7 +63,7 @@ def _check_response(item: Any, where: str) -> Any:
                 f"scripted response {where} has unknown key(s) {sorted(unknown)}; "
                 f"allowed: {sorted(_RESPONSE_KEYS)}"
             )
-        if "text" not in item and "error" not in item:
+        if "text" not in item and "error" not in item and "forced_logprobs" not in item:
             raise ConfigError(f"scripted response {where} needs a 'text' (or an 'error') key")
         return dict(item)
     raise ConfigError(
@@ -72,6 +76,7 @@ class ScriptedBackend(BaseBackend):
 
     provider = "scripted"
     supports_raw_prompt = True
+    supports_forced = True
 
     def __init__(
         self,
@@ -172,6 +177,10 @@ class ScriptedBackend(BaseBackend):
             status = item.get("status")
             retryable = status is not None and (status == 429 or status >= 500)
             raise BackendError(f"scripted error: {item['error']}", status=status, is_retryable=retryable)
+        if request.forced is not None:
+            return _forced(request, item)
+        if "text" not in item:
+            raise ConfigError("scripted response with only 'forced_logprobs' answered a call that writes a reply; add 'text'")
         text = str(item["text"])
         logprobs = None
         if request.top_logprobs and self.supports_logprobs and "top_logprobs" in item:
@@ -184,6 +193,27 @@ class ScriptedBackend(BaseBackend):
             finish_reason=str(item.get("finish_reason", "stop")),
             logprobs=logprobs,
         )
+
+
+def _forced(request: LLMRequest, item: Mapping[str, Any]) -> Generation:
+    """A scored reply: the forced text, one scripted log-probability per whitespace token."""
+    scores = item.get("forced_logprobs")
+    if not isinstance(scores, list) or not scores:
+        raise ConfigError("a scripted answer to a forced call needs 'forced_logprobs': a list of log-probabilities")
+    text = request.forced or ""
+    words = text.split() or [text]
+    if len(words) != len(scores):
+        words = [f"t{i}" for i in range(len(scores))]
+    for lp in scores:
+        if not isinstance(lp, (int, float)) or lp > 0 or math.isnan(lp):
+            raise ConfigError(f"scripted forced_logprobs must be numbers <= 0, got {lp!r}")
+    return Generation(
+        text=text,
+        prompt_tokens=int(item.get("prompt_tokens", approx_token_count(request.prompt_text()))),
+        completion_tokens=len(scores),
+        finish_reason="forced",
+        logprobs=tuple(TokenLogprobs(w, float(lp)) for w, lp in zip(words, scores, strict=True)),
+    )
 
 
 def _to_logprobs(raw: Any, k: int) -> tuple[TokenLogprobs, ...]:

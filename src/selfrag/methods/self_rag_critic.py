@@ -24,7 +24,7 @@ from .choice_reading import AnswerReading, reader_for
 from .critique import Critic, CriticConfig, Task
 from .critique import drafts as write_drafts
 from .critique.drafts import critiqued_answer
-from .critique.relevance import linked_relevance
+from .critique.relevance import known_relevance
 from .critique.stages import (
     AdaptiveConfig,
     ReflectionConfig,
@@ -120,7 +120,7 @@ class SelfRagCritic(Method):
             dropped = [s.draft for s in reranked.ranked[cfg.rerank.top_k :]]
         else:
             passages: list[Document | None] = list(result.documents)
-            known = await linked_relevance(critic, run, q, result)
+            known = await known_relevance(critic, run, q, result)
             drafts = await write_drafts(critic, run, Task(q), passages, known=known)
 
         joint: Draft | None = None

@@ -24,7 +24,7 @@ from .answer_shape import malformed
 from .base import Method, MethodConfig, Outcome
 from .critique import Critic, CriticConfig, Task
 from .critique import drafts as write_drafts
-from .critique.relevance import linked_relevance
+from .critique.relevance import known_relevance
 from .critique.stages import AdaptiveConfig, WeightsConfig, adaptive_retrieval, as_candidate
 from .facts_first import answer_from_notes
 from .registry import register
@@ -210,7 +210,7 @@ class SelfRagSegment(Method):
             query = f"{question} {so_far}".strip()
             result = await run.retrieve(query, cfg.top_k, thought=f"Segment {seg}: retrieve for the question and the answer so far.")
             passages = tuple(result.documents)
-            known = await linked_relevance(critic, run, question, result)
+            known = await known_relevance(critic, run, question, result)
         elif choice.decision == "continue":
             passages = beam.passages
         slots: list[Document | None] = list(passages) or [None]

@@ -51,10 +51,12 @@ class CriticConfig(StrictModel):
     # maximises KV-cache prefix reuse. auto: sequential for backends that decode one
     # call at a time (in-process llama.cpp), concurrent otherwise.
     schedule: Literal["auto", "concurrent", "sequential"] = "auto"
-    # How a label question judges a passage's relevance: alone (passage, the paper's
-    # critique), or beside the question's best other passage (linked: relevance.py), meant
-    # to show a small model why a two-hop question's bridge passage matters.
-    relevance: Literal["passage", "linked"] = "passage"
+    # How a passage's relevance is read: a label question about the passage alone (passage,
+    # the paper's critique), the same beside the question's best other passage (linked:
+    # relevance.py, meant to show a small model why a two-hop question's bridge passage
+    # matters), or how likely the passage makes the question (question_likelihood:
+    # likelihood.py; needs a backend that scores a given reply).
+    relevance: Literal["passage", "linked", "question_likelihood"] = "passage"
 
 
 @dataclass(frozen=True)

@@ -81,3 +81,13 @@ async def linked_relevance(critic: Critic, run: Run, question: str, result: Retr
     readings = await critic.gather([read(i) for i in range(len(docs))])
     run.join(*forks)
     return list(readings)
+
+
+async def known_relevance(critic: Critic, run: Run, question: str, result: RetrievalResult) -> list[Reading | None] | None:
+    """The relevance readings made before the candidates are written (``linked`` or
+    ``question_likelihood``); None for ``passage``, which reads each beside its own candidate."""
+    from .likelihood import likelihood_relevance
+
+    if critic.config.relevance == "question_likelihood":
+        return await likelihood_relevance(critic, run, question, result)
+    return await linked_relevance(critic, run, question, result)

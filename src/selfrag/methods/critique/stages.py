@@ -28,7 +28,7 @@ from ...validation import StrictModel
 from ..trace import Run, shorten
 from .critic import Critic, Task
 from .drafts import drafts as write_drafts
-from .relevance import linked_relevance
+from .relevance import known_relevance
 
 
 class AdaptiveConfig(StrictModel):
@@ -161,7 +161,7 @@ async def critic_rerank(
 ) -> RerankResult:
     """Write and critique one candidate per retrieved passage; order by the critic score; keep ``top_k``."""
     docs: list[Document | None] = list(result.documents)
-    known = await linked_relevance(critic, run, question, result)
+    known = await known_relevance(critic, run, question, result)
     drafts = await write_drafts(critic, run, Task(question), docs, known=known)
     scored = [
         Scored(d, i, result.scores[i] if i < len(result.scores) else None, d.critic_score(weights))

@@ -1,0 +1,137 @@
+"""Relevance read as question likelihood (critic.relevance: question_likelihood) and forced decoding."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from selfrag.errors import ConfigError
+from selfrag.llm import ScriptedBackend
+from selfrag.llm.base import BaseBackend, LLMRequest
+from selfrag.methods import create_method
+from selfrag.methods.critique import Critic, CriticConfig
+from selfrag.methods.critique.likelihood import SCALE, centred_values, likelihood_relevance
+from selfrag.methods.trace import Run
+from selfrag.types import Generation, RetrievalResult
+from tests.test_self_rag_critic import Q, label_script
+
+LIKELY = {"critic": {"relevance": "question_likelihood"}}
+TAIL = "\n</document>\n\nWrite one question"
+
+
+def likelihood_script(**extra):
+    """label_script, with the question scored after each passage: A (Paris) -1.0 per token, B (Europe)
+    -2.0, C (Berlin) -3.0, two tokens each."""
+    return {
+        f"capital of France.{TAIL}": {"forced_logprobs": [-0.5, -1.5]},
+        f"in Europe.{TAIL}": {"forced_logprobs": [-2.0, -2.0]},
+        f"of Germany.{TAIL}": {"forced_logprobs": [-3.0, -3.0]},
+        **extra,
+        **label_script(),
+    }
+
+
+def sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x))
+
+
+def test_values_are_centred_on_the_questions_passages_hand_checked():
+    # Means -1, -2, -3: centre -2, so sigmoid(2 * 1), sigmoid(0), sigmoid(-2) = 0.8808, 0.5, 0.1192.
+    assert SCALE == 2.0
+    assert [round(v, 4) for v in centred_values([-1.0, -2.0, -3.0])] == [0.8808, 0.5, 0.1192]
+    assert centred_values([-7.0]) == [0.5]  # one passage is average by definition
+    assert centred_values([None, -1.0, -3.0]) == [None, sigmoid(2.0), sigmoid(-2.0)]
+    assert centred_values([None]) == [None]
+
+
+async def test_the_question_is_scored_after_each_passage(france_docs):
+    llm = ScriptedBackend(likelihood_script())
+    critic = Critic(llm, CriticConfig(source="label_probs", relevance="question_likelihood"))
+    result = RetrievalResult(documents=tuple(france_docs), scores=(3.0, 2.0, 1.0), query=Q,
+                             retrieval_time_ms=1.0, method="bm25")
+    run = Run(llm, None, {})
+    readings = await likelihood_relevance(critic, run, Q, result)
+    assert [round(r.value, 4) for r in readings] == [0.8808, 0.5, 0.1192]
+    assert {r.source for r in readings} == {"question_likelihood"}
+    # The reply scored is the user's question, never a reply the model writes.
+    assert [c.forced for c in llm.calls] == [Q, Q, Q]
+    steps = [s for s in run.records if s.action == "critique_relevance"]
+    assert [s.details["mean_logprob"] for s in steps] == [-1.0, -2.0, -3.0]
+    assert [s.details["passage"] for s in steps] == ["1", "2", "3"]
+
+
+async def test_the_critic_ranks_and_answers_with_question_likelihood(france_retriever):
+    llm = ScriptedBackend(likelihood_script())
+    cfg = {"self_rag_critic": {"joint_candidate": False, **LIKELY}}
+    r = await create_method("self_rag_critic", llm, france_retriever, cfg).answer(Q)
+    assert r.answer == "Paris"
+    actions = [s.action for s in r.reasoning_chain]
+    assert actions[3:6] == ["critique_relevance"] * 3
+    assert actions[6:9] == ["generate_candidate", "critique_support", "critique_utility"]
+    texts = [c.prompt_text() for c in llm.calls]
+    # No label question about relevance is asked: the likelihood readings replace them.
+    assert not any("Does the document above give information" in t for t in texts)
+    # Same budget as the label questions: 1 decision + 3 × (relevance, candidate, support, utility).
+    assert r.num_llm_calls == 13
+
+
+async def test_the_likelihood_changes_which_passage_the_joint_draft_reads_first(france_retriever):
+    """With the joint draft on, passages are ranked by fused relevance; a question made likely by
+    Doc C (Berlin) puts it first although the label question would have rated it 0.1."""
+    llm = ScriptedBackend({
+        f"capital of France.{TAIL}": {"forced_logprobs": [-3.0]},
+        f"in Europe.{TAIL}": {"forced_logprobs": [-3.0]},
+        f"of Germany.{TAIL}": {"forced_logprobs": [-0.1]},
+        **label_script(),
+    })
+    cfg = {"self_rag_critic": LIKELY}
+    r = await create_method("self_rag_critic", llm, france_retriever, cfg).answer(Q)
+    rank = next(s for s in r.reasoning_chain if s.action == "rank_evidence")
+    model = {p["title"]: p["model"] for p in rank.details["passages"]}
+    assert model == {"Doc A": 0.1264, "Doc B": 0.1264, "Doc C": 0.9795}
+    select = next(s for s in r.reasoning_chain if s.action == "select")
+    assert select.details["scores"][0]["passage"] == "Doc C + Doc A + Doc B"
+
+
+class NoForced(BaseBackend):
+    provider = "noforced"
+
+    async def _generate(self, request: LLMRequest) -> Generation:  # pragma: no cover - never reached
+        return Generation(text="x")
+
+
+async def test_a_backend_that_cannot_score_a_reply_is_a_clear_error(france_retriever):
+    with pytest.raises(ConfigError, match="cannot score a given reply"):
+        await NoForced("m").generate("Hello", forced="Hi")
+    llm = ScriptedBackend(label_script())
+    llm.supports_forced = False
+    method = create_method("self_rag_critic", llm, france_retriever, {"self_rag_critic": LIKELY})
+    with pytest.raises(ConfigError, match="critic.relevance=question_likelihood needs a backend"):
+        await method.answer(Q)
+
+
+async def test_a_scripted_forced_reply_needs_its_log_probabilities():
+    llm = ScriptedBackend(["Paris"])
+    with pytest.raises(ConfigError, match="forced_logprobs"):
+        await llm.generate("Q", forced="What is it?")
+    with pytest.raises(ConfigError, match="forced text is empty"):
+        await ScriptedBackend([{"forced_logprobs": [-1.0]}]).generate("Q", forced="  ")
+    gen = await ScriptedBackend([{"forced_logprobs": [-1.0, -0.5]}]).generate("Q", forced="What now")
+    assert (gen.text, gen.completion_tokens, [t.token for t in gen.logprobs]) == ("What now", 2, ["What", "now"])
+    with pytest.raises(ConfigError, match="only 'forced_logprobs'"):
+        await ScriptedBackend([{"forced_logprobs": [-1.0]}]).generate("Q")
+
+
+async def test_the_segment_method_and_the_reranker_read_question_likelihood(france_retriever):
+    llm = ScriptedBackend(likelihood_script(**{"need facts looked up": {"text": "yes", "top_logprobs": {"yes": 0.0}}}))
+    cfg = {"self_rag_segment": {"max_segments": 1, "beam_width": 1, "short_answer": False, **LIKELY,
+                                "adaptive": {"mode": "always"}}}
+    r = await create_method("self_rag_segment", llm, france_retriever, cfg).answer(Q)
+    rel = [s for s in r.reasoning_chain if s.action == "critique_relevance"]
+    assert [s.details["critique_source"] for s in rel] == ["question_likelihood"] * 3
+    llm = ScriptedBackend(likelihood_script())
+    cfg = {"vanilla": {"top_k": 3}, "augmentations": {"rerank": {"top_k": 1}, **LIKELY}}
+    r = await create_method("vanilla_rag", llm, france_retriever, cfg).answer(Q)
+    rel = [s for s in r.reasoning_chain if s.action == "critique_relevance"]
+    assert [s.details["mean_logprob"] for s in rel] == [-1.0, -2.0, -3.0]
