@@ -135,3 +135,15 @@ async def test_the_segment_method_and_the_reranker_read_question_likelihood(fran
     r = await create_method("vanilla_rag", llm, france_retriever, cfg).answer(Q)
     rel = [s for s in r.reasoning_chain if s.action == "critique_relevance"]
     assert [s.details["mean_logprob"] for s in rel] == [-1.0, -2.0, -3.0]
+
+
+async def test_a_scored_reply_is_cached_apart_from_a_written_one(tmp_path):
+    from selfrag.llm import CachedBackend
+
+    inner = ScriptedBackend([{"forced_logprobs": [-0.5, -1.0]}, "Written"])
+    llm = CachedBackend(inner, tmp_path / "c.db")
+    first = await llm.generate("Q", forced="Scored reply")
+    again = await llm.generate("Q", forced="Scored reply")
+    assert [t.logprob for t in again.logprobs] == [t.logprob for t in first.logprobs] == [-0.5, -1.0]
+    assert (await llm.generate("Q")).text == "Written"  # same prompt, not forced: a different entry
+    assert len(inner.calls) == 2
