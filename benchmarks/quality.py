@@ -132,6 +132,8 @@ def collect(args: Any) -> dict[str, Any]:
                 row["grounding"] = grounding(recs)
             baseline = runs.get(BASELINE)
             row["vs_baseline"] = compare_to(recs, baseline, dataset.metric) if baseline and v.name != BASELINE else None
+            if dataset.name == "hotpotqa_mix" and baseline and v.name != BASELINE:
+                row["truthful_vs_baseline"] = compare_to(recs, baseline, "truthfulness")
             rows.append(row)
     critics: list[dict[str, Any]] = []
     if relevance_path(args.out, args.tag).is_file() and DATASETS["hotpotqa"].path.exists():

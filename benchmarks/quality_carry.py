@@ -60,15 +60,31 @@ def carry_over(data: dict[str, Any], previous: dict[str, Any] | None) -> dict[st
             # row stands until the rerun overtakes it (the rerun still pairs with the other runs).
             rows[_row_key(row)] = {**row, "carried": _origin(row, env), "rerun_n": here.get("n") or 0}
     rows = sorted(rows.values(), key=_row_order)
-    sources = {c.get("source") for c in data.get("critics") or []}
     critics = list(data.get("critics") or [])
-    critics += [{**c, "carried": _origin(c, env)} for c in previous.get("critics") or []
-                if isinstance(c, dict) and c.get("source") not in sources]
+    critics += [{**c, "carried": _origin(c, env)} for c in _critics_to_carry(critics, previous)]
     decisions = data.get("decisions")
     old = previous.get("decisions")
     if _empty_decisions(decisions) and not _empty_decisions(old):
         decisions = {**old, "carried": _origin(old, env)}
     return {**data, "rows": rows, "critics": critics, "decisions": decisions}
+
+
+def _critics_to_carry(here: list[dict[str, Any]], previous: dict[str, Any]) -> list[dict[str, Any]]:
+    """The previous report's critique rows this one lacks, once each.
+
+    Rows of the top-5 critique pass (they carry a ``target``) are all read from one critiques
+    directory: when this report has any of them, that directory is on this machine and every
+    row it yields is here, so an old row missing from it was renamed or dropped, not lost.
+    """
+    sources = {c.get("source") for c in here}
+    have_pass = any("target" in c for c in here)
+    kept: list[dict[str, Any]] = []
+    for c in previous.get("critics") or []:
+        if not isinstance(c, dict) or c.get("source") in sources or (have_pass and "target" in c):
+            continue
+        sources.add(c.get("source"))
+        kept.append(c)
+    return kept
 
 
 def _empty_decisions(d: dict[str, Any] | None) -> bool:

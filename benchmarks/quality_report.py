@@ -175,6 +175,11 @@ def grounding_section(rows: list[dict[str, Any]]) -> list[str]:
                 f"{_f(g['answered_accuracy'])} | {_f(g['truthfulness'])} | {_withheld(g)} | {_f(g['evidence_f1'])} | "
                 f"{_f(g['joint_f1'])} | {_f(g['answer_in_citations'])} |"
             )
+    paired = [r for r in rows if r.get("truthful_vs_baseline")]
+    if paired:
+        lines += ["", "Truthfulness over the whole mix (answerable and unanswerable together), paired with "
+                  "`vanilla_rag` on the same questions:", ""]
+        lines += [f"- `{r['variant']}`: {_delta(r['truthful_vs_baseline'], r['variant'])}" for r in paired]
     return [*lines, ""]
 
 

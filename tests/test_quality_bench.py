@@ -185,6 +185,37 @@ def test_report_renders_a_partial_run_with_its_own_n(tmp_path):
         quality_report.index(tmp_path))
 
 
+def _mix(qid, *, answerable, truthful, abstained=False):
+    rec = pred(qid, "" if abstained else "x")
+    rec["answerable"] = answerable
+    rec["metrics"].update(truthfulness=truthful, abstention=float(abstained))
+    return rec
+
+
+def test_grounding_section_splits_the_mix_and_pairs_truthfulness():
+    # Hand-checked: vanilla is right, wrong, wrong, wrong (truthful 1, -1, -1, -1: mean -0.5); the abstaining
+    # method matches it on the answerable two and abstains on both unanswerable ones (1, -1, 0, 0: mean 0).
+    base = [_mix("a", answerable=True, truthful=1.0), _mix("b", answerable=True, truthful=-1.0),
+            _mix("c", answerable=False, truthful=-1.0), _mix("d", answerable=False, truthful=-1.0)]
+    abst = [_mix("a", answerable=True, truthful=1.0), _mix("b", answerable=True, truthful=-1.0),
+            _mix("c", answerable=False, truthful=0.0, abstained=True),
+            _mix("d", answerable=False, truthful=0.0, abstained=True)]
+    rows = []
+    for variant, recs in (("vanilla_rag", base), ("self_rag_abstain", abst)):
+        row = {"dataset": "hotpotqa_mix", "variant": variant, "grounding": qs.grounding(recs)}
+        if variant != "vanilla_rag":
+            row["truthful_vs_baseline"] = qs.compare_to(recs, base, "truthfulness")
+        rows.append(row)
+    assert rows[1]["truthful_vs_baseline"]["diff"] == pytest.approx(0.5)
+    text = "\n".join(quality_report.grounding_section(rows))
+    # columns: n, F1, abstained, answered acc., truthful
+    assert "| hotpotqa_mix | `self_rag_abstain` | unanswerable | 2 | 0.000 | 1.000 | – | 0.000 |" in text
+    assert "| hotpotqa_mix | `vanilla_rag` | unanswerable | 2 | 0.000 | 0.000 | – | -1.000 |" in text
+    assert "| hotpotqa_mix | `vanilla_rag` | answerable | 2 | 0.000 | 0.000 | – | 0.000 |" in text
+    assert "- `self_rag_abstain`: +0.500 [+0.000, +1.000] (n=4)" in text
+    assert "- `vanilla_rag`" not in text  # the baseline is not paired with itself
+
+
 @pytest.mark.skipif(not quality_runs.DATASETS["hotpotqa"].path.is_file(), reason="benchmark data not found")
 def test_collect_reads_run_directories_restricted_to_the_selection(tmp_path):
     import quality
@@ -283,6 +314,23 @@ def test_carry_over_keeps_rows_whose_run_directory_is_not_here():
     assert "has 10 question(s) so far" in quality_carry.carried_note(merged["rows"][0])
     note = quality_carry.carried_note(merged["rows"][2])
     assert "commit old1234" in note and "not on this machine" in note
+
+
+def test_carry_over_drops_renamed_critique_pass_rows_and_duplicates():
+    """The top-5 critique pass is read from one directory: with it here, an old row it no longer yields is stale."""
+    import quality_carry
+
+    previous = {"environment": {"commit": "old1234"}, "rows": [], "critics": [
+        {"source": "relevance: old name", "auc": 0.75, "target": 100},
+        {"source": "support: from a run", "auc": 0.6},
+        {"source": "support: from a run", "auc": 0.6}]}
+    with_pass = {"rows": [], "critics": [{"source": "relevance: new name", "auc": 0.75, "target": 100}]}
+    merged = quality_carry.carry_over(with_pass, previous)
+    assert [(c["source"], "carried" in c) for c in merged["critics"]] == [
+        ("relevance: new name", False), ("support: from a run", True)]
+    # Without the pass on this machine its rows are carried, each once.
+    merged = quality_carry.carry_over({"rows": [], "critics": []}, previous)
+    assert [c["source"] for c in merged["critics"]] == ["relevance: old name", "support: from a run"]
 
 
 def test_report_marks_a_carried_row():
