@@ -237,7 +237,7 @@ async def ensure_run(dataset: Dataset, variant: Variant, args: Any, backend: Any
 
     ``backend()`` returns the shared LLM backend (built on first use).
     """
-    from selfrag.errors import DataError
+    from selfrag.errors import ConfigError, DataError
     from selfrag.eval.runner import run_experiment_async
 
     n = target_n(dataset, args)
@@ -264,7 +264,9 @@ async def ensure_run(dataset: Dataset, variant: Variant, args: Any, backend: Any
             cfg, output_root=dest.parent, run_id=dest.name, resume_dir=resume,
             progress=args.progress, llm=backend(cfg),
         )
-    except DataError as exc:  # e.g. a hand-started run holds the directory: report what it has
+    except (DataError, ConfigError) as exc:
+        # A hand-started run holds the directory, or the variant's settings changed since its answers
+        # were written (resume would mix two set-ups; --fresh starts it over): report what it has.
         note = f"not resumed: {exc}"
         say(f"{dataset.name} / {variant.name}: {note}")
     refresh(dest)

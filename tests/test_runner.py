@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from selfrag.config import load_config
-from selfrag.errors import BackendError, DataError
+from selfrag.errors import BackendError, ConfigError, DataError
 from selfrag.eval.results import read_predictions
 from selfrag.eval.runner import run_experiment_async
 from selfrag.llm.scripted import ScriptedBackend
@@ -211,6 +211,20 @@ async def test_resume_answers_only_the_rest(tmp_path):
     with pytest.raises(DataError, match="answers questions outside this selection"):
         await run_experiment_async(config(tmp_path, data, "data.subset_size=1"), resume_dir=first.run_dir,
                                    progress=False, llm=llm)
+
+
+async def test_resume_through_the_api_refuses_other_settings_before_answering(tmp_path):
+    # The benchmark resumes through this API: a changed setting (here the method's retrieval depth)
+    # must not silently mix two set-ups in one run (it did: 10 answers over 5 passages, 90 over 10).
+    data = dataset(tmp_path, n=4)
+    llm = ScriptedBackend({"capital number": "x"})
+    first = await run_experiment_async(config(tmp_path, data, "data.subset_size=2"), progress=False, llm=llm)
+    stored = (first.run_dir / "config.yaml").read_text()
+    with pytest.raises(ConfigError, match=r"differs from the run's .*config.yaml at retrieval.top_k; resume with"):
+        await run_experiment_async(config(tmp_path, data, "retrieval.top_k=2"), resume_dir=first.run_dir,
+                                   progress=False, llm=llm)
+    assert len(llm.calls) == 2 and (first.run_dir / "config.yaml").read_text() == stored
+    assert len(read_predictions(first.run_dir / "predictions.jsonl")) == 2
 
 
 async def test_resume_retries_error_lines(tmp_path):

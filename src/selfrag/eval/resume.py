@@ -56,12 +56,25 @@ def resume_config(
             )
         return load_config(stored_path, overrides)
     cfg = load_config(config_path, overrides)
+    check_same_settings(cfg, run_dir, what=str(config_path))
+    return cfg
+
+
+def check_same_settings(cfg: ExperimentConfig, run_dir: Path, *, what: str = "the config") -> None:
+    """Refuse to resume ``run_dir`` with settings other than those its answers were written with.
+
+    Every caller that resumes goes through this (the command line and the Python API alike), so
+    answers from two set-ups are never mixed in one run. A run directory without a stored config
+    (written before configs were stored) is not checked.
+    """
+    stored_path = Path(run_dir) / CONFIG_FILE
+    if not stored_path.is_file():
+        return
     mine = redact(with_absolute_paths(cfg).to_dict())
-    theirs = redact(stored.to_dict())
+    theirs = redact(load_config(stored_path).to_dict())
     diffs = [k for k in config_differences(mine, theirs) if k not in MAY_CHANGE]
     if diffs:
         raise ConfigError(
-            f"{config_path} differs from the run's {stored_path} at {', '.join(diffs[:4])}; "
+            f"{what} differs from the run's {stored_path} at {', '.join(diffs[:4])}; "
             f"resume with the same settings, or give only --resume {run_dir}"
         )
-    return cfg

@@ -52,6 +52,7 @@ from .results import (
     write_json,
     writing,
 )
+from .resume import check_same_settings
 from .run_lock import RunLock
 from .scoring import accounting, question_metrics
 from .summary import run_status, summarize
@@ -261,6 +262,7 @@ async def _run(cfg: ExperimentConfig, held: ExitStack, output_root: str | Path |
         _check_documents(method, retriever is not None, dataset.questions)
         if resume_dir is not None:
             run_dir = resume_dir
+            check_same_settings(cfg, run_dir)
             done, previous = _resume_state(run_dir, dataset)
             if not cfg.cache.enabled and len(done) < len(dataset.questions):
                 log.warning("the cache is off: calls of questions cut short by the interruption are made again")
