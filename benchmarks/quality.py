@@ -130,9 +130,9 @@ def collect(args: Any) -> dict[str, Any]:
                        run_dir=str(run_dir(args.out, args.tag, dataset, v)))
             if dataset.name in ("hotpotqa", "hotpotqa_next", "hotpotqa_mix"):
                 row["grounding"] = grounding(recs)
-            baseline = runs.get(BASELINE)
-            row["vs_baseline"] = compare_to(recs, baseline, dataset.metric) if baseline and v.name != BASELINE else None
-            if dataset.name == "hotpotqa_mix" and baseline and v.name != BASELINE:
+            baseline = runs.get(BASELINE) if v.name != BASELINE else None
+            row["vs_baseline"] = compare_to(recs, baseline, dataset.metric) if baseline else None
+            if dataset.name == "hotpotqa_mix" and baseline:
                 row["truthful_vs_baseline"] = compare_to(recs, baseline, "truthfulness")
             rows.append(row)
     critics: list[dict[str, Any]] = []

@@ -55,17 +55,16 @@ def resume_config(
                 f"selfrag run CONFIG --resume {run_dir}"
             )
         return load_config(stored_path, overrides)
-    cfg = load_config(config_path, overrides)
-    check_same_settings(cfg, run_dir, what=str(config_path))
-    return cfg
+    # Whether it resolves to the run's own settings is checked where every resume passes: the runner.
+    return load_config(config_path, overrides)
 
 
-def check_same_settings(cfg: ExperimentConfig, run_dir: Path, *, what: str = "the config") -> None:
+def check_same_settings(cfg: ExperimentConfig, run_dir: Path) -> None:
     """Refuse to resume ``run_dir`` with settings other than those its answers were written with.
 
-    Every caller that resumes goes through this (the command line and the Python API alike), so
-    answers from two set-ups are never mixed in one run. A run directory without a stored config
-    (written before configs were stored) is not checked.
+    The runner calls it for every resume (the command line and the Python API alike), so answers
+    from two set-ups are never mixed in one run. A run directory without a stored config (written
+    before configs were stored) is not checked.
     """
     stored_path = Path(run_dir) / CONFIG_FILE
     if not stored_path.is_file():
@@ -75,6 +74,6 @@ def check_same_settings(cfg: ExperimentConfig, run_dir: Path, *, what: str = "th
     diffs = [k for k in config_differences(mine, theirs) if k not in MAY_CHANGE]
     if diffs:
         raise ConfigError(
-            f"{what} differs from the run's {stored_path} at {', '.join(diffs[:4])}; "
+            f"the config differs from the run's {stored_path} at {', '.join(diffs[:4])}; "
             f"resume with the same settings, or give only --resume {run_dir}"
         )

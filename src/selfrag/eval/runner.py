@@ -243,6 +243,7 @@ async def run_experiment_async(
             # Lock before anything is read, repaired or loaded.
             resume_dir = check_run_dir(Path(resume_dir)).resolve()
             held.enter_context(RunLock.acquire(resume_dir))
+            check_same_settings(cfg, resume_dir)  # before the dataset, index or model is loaded
         return await _run(cfg, held, output_root, run_id, resume_dir, progress, llm)
 
 
@@ -262,7 +263,6 @@ async def _run(cfg: ExperimentConfig, held: ExitStack, output_root: str | Path |
         _check_documents(method, retriever is not None, dataset.questions)
         if resume_dir is not None:
             run_dir = resume_dir
-            check_same_settings(cfg, run_dir)
             done, previous = _resume_state(run_dir, dataset)
             if not cfg.cache.enabled and len(done) < len(dataset.questions):
                 log.warning("the cache is off: calls of questions cut short by the interruption are made again")
