@@ -19,8 +19,9 @@ Around the mode, the pipeline is the same:
    that needs two passages can be answered; it is listed first, so it wins
    ties. ``joint_ranking`` (:mod:`.self_rag_evidence`): ``combined`` and
    ``fused`` rank by lexical evidence alone and write the joint alongside the
-   one-passage chains; ``separate`` waits for its relevance filter and ranks
-   by the verdicts fused with that evidence.
+   one-passage chains; ``separate`` waits for its relevance verdicts, ranks
+   by them fused with that evidence, and writes the joint alongside the kept
+   passages' candidates.
 4. **No answer is never selected.** A candidate whose answer is empty, a
    reflection label, JSON or prompt text is discarded (and recorded); when
    none is left, one answer is written over all retrieved passages.
@@ -43,6 +44,7 @@ retrieval, 2 without; ``joint_candidate: false`` gives seed 000's ``1 + 2n``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -61,7 +63,7 @@ from .concurrency import gather_in_order
 from .context import answer_over
 from .facts_first import FactsFirst
 from .registry import register
-from .self_rag_candidates import candidate_row, cited_passages
+from .self_rag_candidates import candidate_row, cited_passages, note_selection
 from .self_rag_decision import DEFAULT_THRESHOLD, Calibration, decide_retrieval, decision_template
 from .self_rag_evidence import best_fused, rank_evidence, verdicts
 from .self_rag_modes import MODES, Passages
@@ -161,16 +163,20 @@ class SelfRAG(Method):
             if wants_joint and self._ranks_by_prior else None
         forks = [run.fork() for _ in judged]
         joint_run = run.fork()
-        work = [
-            self._chain(question, doc, i, fork)
-            for i, (doc, fork) in enumerate(zip(judged, forks, strict=True), start=1)
-        ]
-        if early is not None:  # the joint does not wait for the verdicts: write it alongside the chains
-            work.append(self._joint(question, early.passages, joint_run))
-        results = await gather_in_order(work)
-        chains: list[Candidate | None] = list(results[: len(judged)])
+        if self.mode.filters_first:
+            chains, joint = await self._filter_then_answer(question, docs, result.scores, forks, joint_run,
+                                                           wants_joint)
+        else:
+            work = [
+                self.mode.candidate(question, Passages((doc,), (i,)), fork)
+                for i, (doc, fork) in enumerate(zip(judged, forks, strict=True), start=1)
+            ]
+            if early is not None:  # the joint does not wait for the verdicts: write it alongside the chains
+                work.append(self._joint(question, early.passages, joint_run))
+            results = await gather_in_order(work)
+            chains = list(results[: len(judged)])
+            joint = results[len(judged)] if early is not None else None
         run.join(*forks, joint_run)
-        joint = results[len(judged)] if early is not None else None
         candidates = [c for c in chains if c is not None]
         if self.mode.filters_first and not candidates:
             overrule = not self._abstains and self._overrules_filter(run, docs)
@@ -198,9 +204,7 @@ class SelfRAG(Method):
                 seen = [joint, *candidates] if joint is not None else candidates
                 return self._abstain(run, len(docs), seen, why, self._would_answer(question, seen))
         if wants_joint and joint is None:
-            ranked = rank_evidence(run, question.text, docs, result.scores, verdicts(len(docs), chains),
-                                   self.config.joint_passages)
-            joint = await self._joint(question, ranked.passages, run)
+            joint = await self._ranked_joint(question, docs, result.scores, verdicts(len(docs), chains), run)
         if joint is not None:
             candidates = [joint, *candidates]
         usable = answered = keep_answers(run, candidates, lambda c: c.text, question.text)
@@ -253,11 +257,34 @@ class SelfRAG(Method):
         )
         return needed
 
-    async def _chain(self, question: Question, doc: Document, index: int, run: Run) -> Candidate | None:
-        passages = Passages((doc,), (index,))
-        if self.mode.filters_first and not await self.mode.relevant(question, passages, run):
-            return None
-        return await self.mode.candidate(question, passages, run)
+    async def _filter_then_answer(
+        self, question: Question, docs: list[Document], scores: Sequence[float] | None, forks: list[Run],
+        joint_run: Run, wants_joint: bool,
+    ) -> tuple[list[Candidate | None], Candidate | None]:
+        """``filters_first`` modes: every relevance verdict at once, then the kept passages' candidates and
+        the joint at once (None per rejected passage; the joint is None when it is not written here).
+
+        The joint's ranking needs the verdicts, not the candidates' critiques, so it is written beside the
+        candidates: two round trips fewer than after them, the same calls. Not when no passage was kept or
+        the relevance floor will abstain: the paths after this decide what is read then.
+        """
+        one = [Passages((doc,), (i,)) for i, doc in enumerate(docs, start=1)]
+        kept = await gather_in_order([self.mode.relevant(question, p, f) for p, f in zip(one, forks, strict=True)])
+        work = [self.mode.candidate(question, p, f) for p, f, k in zip(one, forks, kept, strict=True) if k]
+        model: list[float | None] = [float(k) for k in kept]
+        floor = relevance_floor_reason(best_fused(question.text, docs, scores, model),
+                                       self.config.abstain_min_relevance)
+        with_joint = wants_joint and any(kept) and floor is None
+        if with_joint:
+            work.append(self._ranked_joint(question, docs, scores, model, joint_run))
+        results = iter(await gather_in_order(work))
+        chains = [next(results) if k else None for k in kept]
+        return chains, next(results) if with_joint else None
+
+    async def _ranked_joint(self, question: Question, docs: list[Document], scores: Sequence[float] | None,
+                            model: list[float | None], run: Run) -> Candidate:
+        ranked = rank_evidence(run, question.text, docs, scores, model, self.config.joint_passages)
+        return await self._joint(question, ranked.passages, run)
 
     async def _joint(self, question: Question, passages: Passages, run: Run) -> Candidate:
         joint = await self.mode.joint(question, passages, run)
@@ -329,20 +356,8 @@ class SelfRAG(Method):
             run.note("select_best", thought=self._rule, action_input="0 usable candidates",
                      observation="No usable candidate; answer over all retrieved passages.")
             return None
-        best = candidates[index]
-        source = "all relevant passages" if best.details.get("joint") else (
-            f"'{best.passage.title or best.passage.id}'" if best.passage else "-")
-        run.note(
-            "select_best",
-            thought=self._rule,
-            action_input=f"{len(candidates)} candidates",
-            observation=(
-                f"Selected candidate {index + 1} from {source} (utility={best.utility}, "
-                f"support={best.support}, relevance={best.relevance}, score={best.score:g})"
-            ),
-            details={"selected": index + 1, "scores": [c.score for c in candidates]},
-        )
-        return best
+        note_selection(run, self._rule, candidates, index)
+        return candidates[index]
 
     async def _direct_answer(self, question: Question, run: Run, thought: str) -> str:
         prompt = render(load_prompt("answer_direct"), question=question.text)

@@ -1,10 +1,11 @@
-"""How self_rag reports its candidates: the selected one's citations, and one trace row per candidate."""
+"""How self_rag reports its candidates: the selection's trace step, the selected one's citations, one row each."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..types import Candidate, Document
+from .trace import Run
 
 
 def cited_passages(best: Candidate | None, docs: list[Document]) -> list[Document] | None:
@@ -32,3 +33,20 @@ def candidate_row(c: Candidate) -> dict[str, Any]:
         "score": c.score,
         "defaults_used": list(c.details.get("defaults_used", [])),
     }
+
+
+def note_selection(run: Run, rule: str, candidates: list[Candidate], index: int) -> None:
+    """The ``select_best`` step: which candidate (0-based ``index``) the rule picked, and its verdicts."""
+    best = candidates[index]
+    source = "all relevant passages" if best.details.get("joint") else (
+        f"'{best.passage.title or best.passage.id}'" if best.passage else "-")
+    run.note(
+        "select_best",
+        thought=rule,
+        action_input=f"{len(candidates)} candidates",
+        observation=(
+            f"Selected candidate {index + 1} from {source} (utility={best.utility}, "
+            f"support={best.support}, relevance={best.relevance}, score={best.score:g})"
+        ),
+        details={"selected": index + 1, "scores": [c.score for c in candidates]},
+    )
