@@ -42,8 +42,8 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
         for mode in ("combined", "fused")
         for n in (3, 5)
     ],
-    ("self_rag", "critique separate, top_k 3", {"self_rag": {"critique": "separate", "top_k": 3}}),
-    ("self_rag", "critique separate, top_k 5", {"self_rag": {"critique": "separate", "top_k": 5}}),
+    ("self_rag", "critique separate, num_candidates 3", {"self_rag": {"critique": "separate", "num_candidates": 3, "top_k": 5}}),
+    ("self_rag", "critique separate, num_candidates 5", {"self_rag": {"critique": "separate", "num_candidates": 5, "top_k": 5}}),
     ("self_rag_critic", "label probabilities, top_k 5, rerank 3", {"self_rag_critic": {"top_k": 5}}),
     ("self_rag_segment", "label probabilities, top_k 3, beam 2", {}),
     ("self_corrective", "documents accepted at once", {}),
@@ -166,7 +166,7 @@ EXPLAIN = """\
 - `no_retrieval`, `vanilla_rag`: one call, nothing to overlap (retrieval is local BM25, well under a millisecond here).
 - `self_rag` `combined`: the retrieval decision (1), then every candidate at once; each candidate's utility call starts as soon as its own answer is written, so the question waits for decision + answer + utility = **3** whatever `num_candidates` is, instead of `1 + 2n` one after another; the joint candidate's answer is written beside the others (its passages are ranked by lexical evidence, no verdict awaited) and its support and utility calls beside theirs.
 - `self_rag` `fused`: decision + one call per candidate that writes the answer and all three labels, all candidates at once = 2 without the joint candidate (`joint_candidate: false`); with it (the default) the joint's answer is written beside them and its support and utility calls come after it, one round trip more = **3**.
-- `self_rag` `separate`: decision, then every document's relevance verdict, then the kept documents' answers and the joint candidate's (its passages are ranked by those verdicts), then every support and utility call at once = **4**. Until 2026-11-26 the joint waited for the other candidates' critiques: 6.
+- `self_rag` `separate`: decision, then a relevance verdict on each of the first `num_candidates` documents, then the kept documents' answers and the joint candidate's (its passages are ranked by those verdicts), then every support and utility call at once = **4**. Until 2026-11-26 the joint waited for the other candidates' critiques: 6.
 - `self_rag_critic`: retrieval probability (1), then per passage relevance and answer at once, then support and utility at once (2 more), every passage in parallel = 3; then the joint draft, whose passages are ranked by those relevance readings, and its support and utility (2 more) = **5**; the rerank and selection reuse the critiques (self-reflection is off by default; each round would add 2). The joint could start once the relevance readings are in (4), but that would ask every passage's relevance before any answer, and each passage's calls would no longer follow one another on a local model, where they share the passage-bearing prompt prefix in the KV cache.
 - `self_rag_segment`: per sentence a retrieve decision, then candidates with their critiques and a "final?" check; the scripted answer is final after one sentence; then one call writes the short answer from the segments.
 - `self_corrective`: retrieve, reflect, answer: 2 calls in sequence (each rejected round adds reflect + reformulate).

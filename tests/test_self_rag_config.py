@@ -24,7 +24,7 @@ VARIANTS = {  # retriever, subset, critique, top_k
     "self_rag_bm25_full.yaml": ("bm25", None, "combined", 10),
     "self_rag_dense_full.yaml": ("dense", None, "combined", 10),
     "self_rag_hybrid_full.yaml": ("hybrid", None, "combined", 10),
-    "self_rag_separate.yaml": ("bm25", 100, "separate", 3),
+    "self_rag_separate.yaml": ("bm25", 100, "separate", 10),
 }
 
 

@@ -286,12 +286,41 @@ async def test_utility_is_clamped(france_retriever, raw, clamped):
     assert response.candidates[0].utility == clamped
 
 
-async def test_separate_mode_judges_every_retrieved_document(france_retriever):
-    # num_candidates belongs to the combined mode; the separate mode judges all top_k documents.
-    response = await separate(all_relevant(), france_retriever, num_candidates=1, top_k=3).answer(
-        QUESTION
+async def test_separate_mode_judges_the_first_num_candidates_documents(france_retriever):
+    # As in every mode, the first num_candidates passages get a chain; seed 003 judges every
+    # retrieved passage, which is top_k equal to num_candidates.
+    llm = all_relevant()
+    response = await separate(llm, france_retriever, num_candidates=1, top_k=3).answer(QUESTION)
+    assert len(response.candidates) == 1 and france_retriever.calls == [(QUESTION.text, 3)]
+    verdicts = [c.prompt_text() for c in llm.calls if '"relevance": "relevant"' in c.prompt_text()]
+    assert len(verdicts) == 1 and DOC_A in verdicts[0]
+    assert len((await separate(all_relevant(), france_retriever, top_k=3).answer(QUESTION)).candidates) == 3
+
+
+async def test_the_joint_also_reads_passages_no_verdict_was_asked_about(france_retriever):
+    """top_k 3, num_candidates 1: one verdict (A, relevant); the joint ranks all three retrieved
+    passages, B and C at the mean verdict, and reads them with vanilla_rag's prompt."""
+    llm = ScriptedBackend(
+        {
+            DECISION: json.dumps({"needs_retrieval": True}),
+            "Use the documents below to answer": "Paris",  # the joint's answer (it reads A, B and C)
+            DOC_A: [REL, "Paris", sup("fully_supported"), "Support: fully supported"],
+            '"utility": N': use(4),
+            "Rate how useful": "4",
+        }
     )
-    assert len(response.candidates) == 3 and france_retriever.calls == [(QUESTION.text, 3)]
+    method = create_method(
+        "self_rag", llm, france_retriever, {"self_rag": {"critique": "separate", "num_candidates": 1, "top_k": 3}}
+    )
+    response = await method.answer(QUESTION)
+    assert response.answer == "Paris" and response.details["all_candidates"][0]["joint"] is True
+    ranked = next(s for s in response.reasoning_chain if s.action == "rank_evidence")
+    rows = {r["index"]: r for r in ranked.details["passages"]}
+    assert rows[1]["model"] == 1.0 and rows[2]["model"] == rows[3]["model"] == 1.0  # imputed: the mean verdict
+    joint_prompt = next(c.prompt_text() for c in llm.calls if "Use the documents below to answer" in c.prompt_text()
+                        and DOC_B in c.prompt_text())
+    assert all(doc in joint_prompt for doc in (DOC_A, DOC_B, DOC_C))
+    assert sum('"relevance": "relevant"' in c.prompt_text() for c in llm.calls) == 1
 
 
 async def test_a_planted_instruction_does_not_reach_other_documents(static_retriever_factory):

@@ -12,7 +12,7 @@ Around the mode, the pipeline is the same:
    (:mod:`.self_rag_decision`), otherwise the written yes/no. ``always`` /
    ``never`` skip the call.
 2. **One candidate per passage** for the first ``num_candidates`` passages
-   (``separate``: every passage judged relevant). Chains of different
+   (``separate``: those of them judged relevant). Chains of different
    passages run concurrently and are joined back in passage order.
 3. **The joint candidate** (``joint_candidate: true``, the default): one more
    candidate written over the ``joint_passages`` best passages, so a question
@@ -157,15 +157,15 @@ class SelfRAG(Method):
 
         result = await run.retrieve(question.text, self.config.top_k, thought="Retrieve passages for the question.")
         docs = list(result.documents)
-        judged = docs if self.mode.filters_first else docs[: self.config.num_candidates]
+        judged = docs[: self.config.num_candidates]
         wants_joint = self.config.joint_candidate and len(docs) >= 2
         early = rank_evidence(run, question.text, docs, result.scores, None, self.config.joint_passages) \
             if wants_joint and self._ranks_by_prior else None
         forks = [run.fork() for _ in judged]
         joint_run = run.fork()
         if self.mode.filters_first:
-            chains, joint = await self._filter_then_answer(question, docs, result.scores, forks, joint_run,
-                                                           wants_joint)
+            chains, joint = await self._filter_then_answer(question, docs, judged, result.scores, forks,
+                                                           joint_run, wants_joint)
         else:
             work = [
                 self.mode.candidate(question, Passages((doc,), (i,)), fork)
@@ -258,20 +258,22 @@ class SelfRAG(Method):
         return needed
 
     async def _filter_then_answer(
-        self, question: Question, docs: list[Document], scores: Sequence[float] | None, forks: list[Run],
-        joint_run: Run, wants_joint: bool,
+        self, question: Question, docs: list[Document], judged: list[Document], scores: Sequence[float] | None,
+        forks: list[Run], joint_run: Run, wants_joint: bool,
     ) -> tuple[list[Candidate | None], Candidate | None]:
-        """``filters_first`` modes: every relevance verdict at once, then the kept passages' candidates and
-        the joint at once (None per rejected passage; the joint is None when it is not written here).
+        """``filters_first`` modes: a relevance verdict on each ``judged`` passage at once, then the kept
+        passages' candidates and the joint at once (None per rejected passage; the joint is None when it
+        is not written here). The joint ranks every retrieved passage (one not judged counts as the mean
+        verdict, :func:`.self_rag_evidence.impute`).
 
         The joint's ranking needs the verdicts, not the candidates' critiques, so it is written beside the
         candidates: two round trips fewer than after them, the same calls. Not when no passage was kept or
         the relevance floor will abstain: the paths after this decide what is read then.
         """
-        one = [Passages((doc,), (i,)) for i, doc in enumerate(docs, start=1)]
+        one = [Passages((doc,), (i,)) for i, doc in enumerate(judged, start=1)]
         kept = await gather_in_order([self.mode.relevant(question, p, f) for p, f in zip(one, forks, strict=True)])
         work = [self.mode.candidate(question, p, f) for p, f, k in zip(one, forks, kept, strict=True) if k]
-        model: list[float | None] = [float(k) for k in kept]
+        model: list[float | None] = [*(float(k) for k in kept), *[None] * (len(docs) - len(judged))]
         floor = relevance_floor_reason(best_fused(question.text, docs, scores, model),
                                        self.config.abstain_min_relevance)
         with_joint = wants_joint and any(kept) and floor is None
