@@ -66,6 +66,7 @@ from quality_runs import (
     run_dir,
     say,
     selection,
+    settings_remark,
     target_n,
 )
 from quality_stats import compare_to, grounding, read_predictions, summarize_rows
@@ -126,7 +127,8 @@ def collect(args: Any) -> dict[str, Any]:
                                  yes_no=dataset.name == "hotpotqa_yesno")
             row.update(dataset=dataset.name, variant=v.name, note=v.note, headline=dataset.metric,
                        model=next((r.get("model") for r in recs if r.get("model")), ""),
-                       remark=args.remarks.get((dataset.name, v.name), ""),
+                       remark=args.remarks.get((dataset.name, v.name)) or settings_remark(
+                           dataset, v, target_n(dataset, args), args.llm, run_dir(args.out, args.tag, dataset, v)),
                        run_dir=str(run_dir(args.out, args.tag, dataset, v)))
             if dataset.name in ("hotpotqa", "hotpotqa_next", "hotpotqa_mix"):
                 row["grounding"] = grounding(recs)

@@ -273,6 +273,23 @@ async def ensure_run(dataset: Dataset, variant: Variant, args: Any, backend: Any
     return RunState(read_predictions(preds, wanted), wanted, note)
 
 
+def settings_remark(dataset: Dataset, variant: Variant, n: int | None, llm: str | None, dest: Path) -> str:
+    """A remark when ``dest``'s answers were written with other settings than the variant's today ("" if not).
+
+    A config changed after a run was measured leaves its row standing for the old settings; the
+    report says so rather than present it as today's (``--fresh`` measures it again).
+    """
+    from selfrag.errors import ConfigError
+    from selfrag.eval.resume import check_same_settings
+
+    try:
+        check_same_settings(load_cfg(dataset, variant, n, llm), dest)
+    except ConfigError as exc:
+        where = str(exc).split(" at ", 1)[1].split(";", 1)[0] if " at " in str(exc) else str(exc)
+        return f"measured with other settings than configs/{variant.config} has now ({where})"
+    return ""
+
+
 def discard(path: Path) -> None:
     if path.is_dir():
         shutil.rmtree(path)

@@ -237,6 +237,29 @@ def test_collect_reads_run_directories_restricted_to_the_selection(tmp_path):
     assert rows["self_rag"]["vs_baseline"]["n"] == 1
 
 
+def test_a_run_measured_with_settings_the_config_no_longer_has_is_remarked(tmp_path):
+    import yaml
+
+    from selfrag.config import dump_yaml, with_absolute_paths
+
+    ds, variant = quality_runs.DATASETS["hotpotqa"], quality_runs.VARIANTS["self_rag_separate"]
+    dest = quality_runs.run_dir(tmp_path, "t", ds, variant)
+    dest.mkdir(parents=True)
+    cfg = with_absolute_paths(quality_runs.load_cfg(ds, variant, 100, None))
+    (dest / "config.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
+    # The same settings (a smaller n may differ: data.subset_size is allowed to) give no remark.
+    assert quality_runs.settings_remark(ds, variant, 100, None, dest) == ""
+    assert quality_runs.settings_remark(ds, variant, 30, None, dest) == ""
+    stored = yaml.safe_load(dump_yaml(cfg))
+    stored["self_rag"]["top_k"] = 3  # the config the 0.5B run was first measured with
+    (dest / "config.yaml").write_text(yaml.safe_dump(stored), encoding="utf-8")
+    assert quality_runs.settings_remark(ds, variant, 100, None, dest) == (
+        "measured with other settings than configs/self_rag_separate.yaml has now (self_rag.top_k)")
+    # A directory without a stored config (written before configs were stored) is not judged.
+    (dest / "config.yaml").unlink()
+    assert quality_runs.settings_remark(ds, variant, 100, None, dest) == ""
+
+
 def test_evidence_rows_score_the_verdict_only_on_passages_it_judged():
     """Hand-checked: gold A (judged 1), distractor B (judged 0), distractor C not judged (imputed 0.5).
     Verdict over judged passages: 1 pair, A > B: AUC 1.0 (with C's imputed 0.5 it would still be 1.0,
