@@ -227,6 +227,18 @@ async def test_resume_through_the_api_refuses_other_settings_before_answering(tm
     assert len(read_predictions(first.run_dir / "predictions.jsonl")) == 2
 
 
+async def test_resume_from_another_checkout_accepts_another_cache_path(tmp_path):
+    # A fresh clone in another folder resolves the cache path against itself: not another set-up.
+    data = dataset(tmp_path, n=3)
+    llm = ScriptedBackend({"capital number": "x"})
+    first = await run_experiment_async(
+        config(tmp_path, data, "data.subset_size=1", f"cache.path={tmp_path / 'a' / 'cache.sqlite'}"),
+        progress=False, llm=llm)
+    await run_experiment_async(config(tmp_path, data, f"cache.path={tmp_path / 'b' / 'cache.sqlite'}"),
+                               resume_dir=first.run_dir, progress=False, llm=llm)
+    assert len(read_predictions(first.run_dir / "predictions.jsonl")) == 3 and len(llm.calls) == 3
+
+
 async def test_resume_retries_error_lines(tmp_path):
     data = dataset(tmp_path, n=2)
     script = {"capital number 1?": "Paris", "capital number 2?": [{"error": "flaky", "status": 400}, "Berlin"]}

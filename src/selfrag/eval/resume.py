@@ -16,8 +16,9 @@ from ..config import ExperimentConfig, load_config, redact, with_absolute_paths
 from ..errors import ConfigError
 from .results import CONFIG_FILE, check_run_dir
 
-# Settings a resumption may change.
-MAY_CHANGE = {"run.concurrency", "run.max_error_rate", "data.subset_size", "experiment.output_dir"}
+# Settings a resumption may change. None changes an answer; the cache's place is resolved against
+# the checkout, so a fresh clone elsewhere (resuming the benchmark's committed runs) differs there.
+MAY_CHANGE = {"run.concurrency", "run.max_error_rate", "data.subset_size", "experiment.output_dir", "cache.path"}
 REDACTED = "***"
 
 
