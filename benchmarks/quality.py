@@ -122,14 +122,14 @@ def collect(args: Any) -> dict[str, Any]:
         if dataset.name == "hotpotqa":
             hotpot = runs
         for v in present:
-            recs = runs[v.name]
+            recs, dest = runs[v.name], run_dir(args.out, args.tag, dataset, v)
             row = summarize_rows(recs, target_n=len(wanted), metrics=METRICS[dataset.name],
                                  yes_no=dataset.name == "hotpotqa_yesno")
             row.update(dataset=dataset.name, variant=v.name, note=v.note, headline=dataset.metric,
                        model=next((r.get("model") for r in recs if r.get("model")), ""),
-                       remark=args.remarks.get((dataset.name, v.name)) or settings_remark(
-                           dataset, v, target_n(dataset, args), args.llm, run_dir(args.out, args.tag, dataset, v)),
-                       run_dir=str(run_dir(args.out, args.tag, dataset, v)))
+                       remark=args.remarks.get((dataset.name, v.name))
+                       or settings_remark(dataset, v, target_n(dataset, args), args.llm, dest),
+                       run_dir=str(dest))
             if dataset.name in ("hotpotqa", "hotpotqa_next", "hotpotqa_mix"):
                 row["grounding"] = grounding(recs)
             baseline = runs.get(BASELINE) if v.name != BASELINE else None

@@ -279,15 +279,10 @@ def settings_remark(dataset: Dataset, variant: Variant, n: int | None, llm: str 
     A config changed after a run was measured leaves its row standing for the old settings; the
     report says so rather than present it as today's (``--fresh`` measures it again).
     """
-    from selfrag.errors import ConfigError
-    from selfrag.eval.resume import check_same_settings
+    from selfrag.eval.resume import setting_differences
 
-    try:
-        check_same_settings(load_cfg(dataset, variant, n, llm), dest)
-    except ConfigError as exc:
-        where = str(exc).split(" at ", 1)[1].split(";", 1)[0] if " at " in str(exc) else str(exc)
-        return f"measured with other settings than configs/{variant.config} has now ({where})"
-    return ""
+    diffs = setting_differences(load_cfg(dataset, variant, n, llm), dest)
+    return f"measured with other settings than configs/{variant.config} has now ({', '.join(diffs)})" if diffs else ""
 
 
 def discard(path: Path) -> None:

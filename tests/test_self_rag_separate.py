@@ -362,44 +362,57 @@ async def test_a_planted_instruction_does_not_reach_other_documents(static_retri
     assert response.answer == "Paris"  # the plant's own verdict says no_support
 
 
-async def test_critical_path_is_four_call_latencies_whatever_the_document_count(france_retriever):
+# Each kind of call of the separate mode, keyed by a piece of text only its prompt holds.
+CALL_KINDS = {
+    "decision": DECISION,
+    "relevance": '"relevance": "relevant"',
+    "support": '"support": "fully_supported"',
+    "utility": '"utility": N',
+    "generate": "Use the documents below",
+}
+
+
+def delayed_all_relevant(utility: int):
+    """Every passage relevant and fully supported, each call 50 ms: the waves count round trips."""
     from selfrag.llm import DelayedBackend
 
-    prompts = {
-        "decision": DECISION,
-        "relevance": '"relevance": "relevant"',
-        "support": '"support": "fully_supported"',
-        "utility": '"utility": N',
-        "generate": "Use the documents below",
-    }
-    llm = DelayedBackend(
+    return DelayedBackend(
         ScriptedBackend(
             {
-                prompts["decision"]: json.dumps({"needs_retrieval": True}),
-                prompts["relevance"]: REL,
-                prompts["support"]: sup("fully_supported"),
-                prompts["utility"]: use(5),
-                prompts["generate"]: "Paris",
+                DECISION: json.dumps({"needs_retrieval": True}),
+                CALL_KINDS["relevance"]: REL,
+                CALL_KINDS["support"]: sup("fully_supported"),
+                CALL_KINDS["utility"]: use(utility),
+                CALL_KINDS["generate"]: "Paris",
             }
         ),
         0.05,
     )
 
-    def kind(span) -> str:
-        text = span.request.prompt_text()
-        [name] = [name for name, key in prompts.items() if key in text]
-        return name
 
+def kind(span) -> str:
+    """The kind of a call; "joint ..." for the joint candidate's, the only prompt with A and B."""
+    text = span.request.prompt_text()
+    [name] = [name for name, key in CALL_KINDS.items() if key in text]
+    return "joint " + name if DOC_A in text and DOC_B in text else name
+
+
+def kinds_by_wave(llm) -> dict[int, list[str]]:
+    by_wave: dict[int, list[str]] = {}
+    for span in llm.spans():
+        by_wave.setdefault(span.wave, []).append(kind(span))
+    return {w: sorted(kinds) for w, kinds in by_wave.items()}
+
+
+async def test_critical_path_is_four_call_latencies_whatever_the_document_count(france_retriever):
+    llm = delayed_all_relevant(5)
     response = await separate(llm, france_retriever).answer(QUESTION)
     assert response.num_llm_calls == llm.calls == 1 + 4 * 3
     # decision -> relevance -> answer -> (support | utility), documents in parallel
     assert llm.waves() == 4
     assert llm.max_in_flight == 6  # three documents' support and utility calls at once
     spans = llm.spans()
-    by_wave: dict[int, list[str]] = {}
-    for span in spans:
-        by_wave.setdefault(span.wave, []).append(kind(span))
-    assert {w: sorted(kinds) for w, kinds in by_wave.items()} == {
+    assert kinds_by_wave(llm) == {
         1: ["decision"],
         2: ["relevance"] * 3,
         3: ["generate"] * 3,
@@ -423,42 +436,13 @@ async def test_the_joint_is_written_beside_the_candidates_once_the_verdicts_are_
 
     Before, it was written after every candidate's support and utility: 6 call latencies, now 4.
     """
-    from selfrag.llm import DelayedBackend
-
-    prompts = {
-        "decision": DECISION,
-        "relevance": '"relevance": "relevant"',
-        "support": '"support": "fully_supported"',
-        "utility": '"utility": N',
-        "generate": "Use the documents below",
-    }
-    llm = DelayedBackend(
-        ScriptedBackend(
-            {
-                DECISION: json.dumps({"needs_retrieval": True}),
-                prompts["relevance"]: REL,
-                prompts["support"]: sup("fully_supported"),
-                prompts["utility"]: use(4),
-                prompts["generate"]: "Paris",
-            }
-        ),
-        0.05,
-    )
-
-    def kind(span) -> str:
-        text = span.request.prompt_text()
-        [name] = [name for name, key in prompts.items() if key in text]
-        return "joint " + name if DOC_A in text and DOC_B in text else name  # only the joint reads both
-
+    llm = delayed_all_relevant(4)
     method = create_method("self_rag", llm, france_retriever, {"self_rag": {"critique": "separate"}})
     response = await method.answer(QUESTION)
     assert response.answer == "Paris" and response.details["all_candidates"][0]["joint"] is True
     # 1 decision + 3 verdicts + 3 kept passages x (answer, support, utility) + the joint's 3
     assert llm.calls == response.num_llm_calls == 1 + 3 + 3 * 3 + 3
-    by_wave: dict[int, list[str]] = {}
-    for span in llm.spans():
-        by_wave.setdefault(span.wave, []).append(kind(span))
-    assert {w: sorted(kinds) for w, kinds in by_wave.items()} == {
+    assert kinds_by_wave(llm) == {
         1: ["decision"],
         2: ["relevance"] * 3,
         3: ["generate"] * 3 + ["joint generate"],

@@ -67,14 +67,20 @@ def check_same_settings(cfg: ExperimentConfig, run_dir: Path) -> None:
     from two set-ups are never mixed in one run. A run directory without a stored config (written
     before configs were stored) is not checked.
     """
-    stored_path = Path(run_dir) / CONFIG_FILE
-    if not stored_path.is_file():
-        return
-    mine = redact(with_absolute_paths(cfg).to_dict())
-    theirs = redact(load_config(stored_path).to_dict())
-    diffs = [k for k in config_differences(mine, theirs) if k not in MAY_CHANGE]
+    diffs = setting_differences(cfg, run_dir)
     if diffs:
         raise ConfigError(
-            f"the config differs from the run's {stored_path} at {', '.join(diffs[:4])}; "
+            f"the config differs from the run's {Path(run_dir) / CONFIG_FILE} at {', '.join(diffs[:4])}; "
             f"resume with the same settings, or give only --resume {run_dir}"
         )
+
+
+def setting_differences(cfg: ExperimentConfig, run_dir: Path) -> list[str]:
+    """Dotted keys where ``cfg`` differs from ``run_dir``'s stored config, those a resume may change
+    aside (none when the directory stores no config)."""
+    stored_path = Path(run_dir) / CONFIG_FILE
+    if not stored_path.is_file():
+        return []
+    mine = redact(with_absolute_paths(cfg).to_dict())
+    theirs = redact(load_config(stored_path).to_dict())
+    return [k for k in config_differences(mine, theirs) if k not in MAY_CHANGE]
