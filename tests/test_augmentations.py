@@ -238,7 +238,10 @@ def test_all_stages_together_on_vanilla_rag():
     llm = ScriptedBackend(script())
     response = answer("vanilla_rag", llm, ALL_ON)
     assert response.answer == "Paris"
-    assert response.num_llm_calls == 1 + 12 + 1 + 3 + 3 and response.num_retrieval_calls == 1
+    # The reflection's utility of "Lyon" and of "Paris" were read by the reranker already (the
+    # utility prompt holds only the question and the answer): reused, not asked again.
+    assert response.num_llm_calls == 1 + 12 + 1 + 3 + 3 - 2 and response.num_retrieval_calls == 1
+    assert [s.details.get("reused") for s in response.reasoning_chain if s.action == "critique_utility"][-2:] == [True, True]
     assert response.details["augmentations"]["stages"] == [
         "adaptive_retrieval_0.5", "critic_reranker_top2", "self_reflection_iter3",
     ]

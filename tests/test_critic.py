@@ -6,11 +6,13 @@ import pytest
 
 from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
+from selfrag.methods import create_method
 from selfrag.methods.critique import Critic, CriticConfig, Task, choose_source, drafts
 from selfrag.methods.trace import Run
 from selfrag.reflection.readings import first_sentence
 from selfrag.reflection.score import Weights
-from selfrag.types import Document
+from selfrag.types import Document, RetrievalResult
+from tests.conftest import StaticRetriever
 from tests.helpers.reflection import decision, lp, segment, word
 
 DOC_A = Document(id="a", title="Doc A", text="Paris is the capital of France.")
@@ -305,3 +307,72 @@ async def test_sequential_schedule_keeps_each_candidates_calls_together_sharing_
     assert [s.action for s in run.steps()] == [
         "critique_relevance", "generate_candidate", "critique_support", "critique_utility",
     ] * 2
+
+
+# -- a critique asked twice for one question -------------------------------------------
+
+
+async def test_a_critique_asked_again_reuses_its_reading_without_a_call():
+    llm = ScriptedBackend([word(yes=0.8, no=0.2), word(yes=0.1, no=0.9)])
+    critic = Critic(llm)
+    run = run_for(llm)
+    first, _ = await critic.retrieval(run, Task(Q))
+    again, step = await critic.retrieval(run, Task(Q))
+    assert len(llm.calls) == 1  # the second script entry is left: the same prompt was not sent again
+    assert again.raw == first.raw and again.value == pytest.approx(0.8)
+    frozen = run.steps()
+    assert [s.llm_calls for s in frozen] == [1, 0]
+    assert frozen[1].action == "critique_retrieval" and frozen[1].details["reused"] is True
+    assert "reading reused (no call)" in frozen[1].observation
+    # Another prompt is asked.
+    other, _ = await critic.retrieval(run, Task(Q, answer_so_far="Paris.", segment=True))
+    assert len(llm.calls) == 2 and other.value == pytest.approx(0.1)
+
+
+async def test_concurrent_asks_of_one_critique_share_one_call():
+    from selfrag.llm import DelayedBackend
+
+    llm = DelayedBackend(ScriptedBackend([word(yes=0.8, no=0.2)]), 0.05)
+    critic = Critic(llm, CriticConfig(schedule="concurrent"))
+    runs = [run_for(llm) for _ in range(3)]
+    readings = await critic.gather([critic.retrieval(r, Task(Q)) for r in runs])
+    assert len({id(reading) for reading, _ in readings}) == 1
+    assert sum(s.llm_calls for r in runs for s in r.steps()) == 1
+
+
+async def test_a_failed_critique_is_asked_again():
+    llm = ScriptedBackend([{"error": "boom", "status": 400}, word(yes=0.8, no=0.2)])
+    critic = Critic(llm)
+    with pytest.raises(Exception, match="boom"):
+        await critic.retrieval(run_for(llm), Task(Q))
+    reading, _ = await critic.retrieval(run_for(llm), Task(Q))
+    assert len(llm.calls) == 2 and reading.value == pytest.approx(0.8)
+
+
+async def test_the_segment_loop_asks_a_passages_relevance_once_per_question():
+    # Two segments over the same passage: its relevance and the unchanged support of an
+    # identical sentence are read once; everything that depends on the answer so far is asked again.
+    script = {
+        "(nothing yet)\n\nWhat does the next": word(yes=0.8, no=0.2),
+        "Answer so far: Paris is the capital of France.\n\nWhat does the next": word(yes=0.8, no=0.2),
+        "capital of France.\n</document>\n\nDoes the document": word(relevant=1.0),
+        "capital of France.\n</document>\n\nAnswer so far": {
+            "text": "Paris is the capital of France.", "top_logprobs": [{"Paris": -0.1}],
+        },
+        "Is the answer supported": word(fully=1.0),
+        "How useful": word(**{"5": 1.0}),
+        "Does the answer above": word(no=1.0),
+    }
+    llm = ScriptedBackend(script)
+    retriever_docs = RetrievalResult(documents=(DOC_A,), scores=(0.9,), query=Q)
+    method = create_method(
+        "self_rag_segment", llm, StaticRetriever(retriever_docs),
+        {"self_rag_segment": {"top_k": 1, "beam_width": 1, "max_segments": 2, "short_answer": False}},
+    )
+    r = await method.answer(Q)
+    relevance = [s for s in r.reasoning_chain if s.action == "critique_relevance"]
+    assert [s.llm_calls for s in relevance] == [1, 0]
+    assert relevance[1].details["reused"] is True
+    asked = [c.prompt_text() for c in llm.calls]
+    assert sum("Does the document" in t for t in asked) == 1
+    assert sum("Answer so far" in t and "What does the next" in t for t in asked) == 2

@@ -1,6 +1,10 @@
 """The critic: asks a backend for Self-RAG's critiques and reads them as probabilities.
 
-One :class:`Critic` per question and backend. It knows where critique
+One :class:`Critic` per question and backend. A critique asked again with the
+same prompt for the same question (the segment loop asks each passage's
+relevance in every segment and beam; two passages can yield the same answer,
+whose utility is then asked twice) is answered from the first reading, with a
+step that says so and calls nothing. It knows where critique
 probabilities come from (:mod:`.source`), how its calls are scheduled
 (concurrently, or one after another on a backend that decodes serially, in
 an order that maximises prompt-prefix reuse), and how to read one critique
@@ -13,13 +17,14 @@ and the passage last, so calls about one question share the longest prefix.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+import asyncio
+from collections.abc import Awaitable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
-from ...llm.base import LLMBackend, Prompt, chat
+from ...llm.base import LLMBackend, Prompt, chat, normalize_messages
 from ...prompts import load_prompt, render
 from ...reflection import score as S
 from ...reflection.readings import Feedback, Reading
@@ -93,6 +98,8 @@ class Critic:
         # The instruction line of answer prompts (see selfrag.methods.answer_format).
         self.answer_format = answer_format
         self._choice: SourceChoice | None = None
+        # Critiques asked so far, by group and prompt: the first ask's (reading, step).
+        self._asked: dict[Hashable, asyncio.Future[tuple[Reading, StepRecord]]] = {}
 
     @property
     def choice(self) -> SourceChoice:
@@ -126,7 +133,34 @@ class Critic:
     async def read(
         self, run: Run, group: str, prompt: Prompt, *, action: str, thought: str, action_input: str
     ) -> tuple[Reading, StepRecord]:
-        """One critique call: next-token label probabilities, or the written label for ``text``."""
+        """One critique: next-token label probabilities, or the written label for ``text``.
+
+        A critique already asked with this prompt is not asked again: its
+        reading is reused and the step records no call (``details.reused``).
+        """
+        key = (group, normalize_messages(prompt))
+        first = self._asked.get(key)
+        if first is None:
+            first = asyncio.ensure_future(
+                self._ask(run, group, prompt, action=action, thought=thought, action_input=action_input)
+            )
+            self._asked[key] = first
+            try:
+                return await first
+            except BaseException:
+                del self._asked[key]  # a failed ask is asked again next time
+                raise
+        reading, _ = await first
+        step = run.note(
+            action, thought=thought, action_input=action_input,
+            observation=f"{reading.summary()}; asked before for this question, reading reused (no call)",
+            details={**reading.details(), "reused": True},
+        )
+        return reading, step
+
+    async def _ask(
+        self, run: Run, group: str, prompt: Prompt, *, action: str, thought: str, action_input: str
+    ) -> tuple[Reading, StepRecord]:
         spec = self.groups()[group]
         if self.choice.source == "text":
             step = await run.generate(
