@@ -111,13 +111,14 @@ def label_segment_script(final_yes: float = 0.9):
 
 
 async def test_label_probs_segment_budget_and_trace(france_retriever):
-    llm = ScriptedBackend({**label_segment_script(), "Using the notes, answer the question.": "Paris"})
+    llm = ScriptedBackend({**label_segment_script(), "Answer the question from the documents; the draft may help.": "Paris"})
     method = create_method("self_rag_segment", llm, france_retriever, {"self_rag_segment": {"top_k": 1}})
     france_retriever.result = RetrievalResult(
         documents=france_retriever.result.documents[:1], scores=(0.9,), query="q"
     )
     r = await method.answer("What is the capital of France?")
-    # The segments, then one short call over them alone gives the short answer the question asks for.
+    # The segments, then one call over their passage, with the segments as a draft, gives the
+    # short answer the question asks for.
     assert r.answer == "Paris"
     assert r.details["segments_text"] == "Paris is the capital of France."
     assert r.num_llm_calls == 7  # decision + (relevance, segment, support, utility, final) + short answer
@@ -125,9 +126,10 @@ async def test_label_probs_segment_budget_and_trace(france_retriever):
         "critic", "critique_retrieval", "retrieve", "critique_relevance", "generate_segment",
         "critique_support", "critique_utility", "critique_final", "candidates", "beam", "short_answer",
     ]
-    prompt = llm.calls[-1].prompt_text()  # the segments alone, no passage
-    assert "Notes written from the documents:\nParis is the capital of France." in prompt
-    assert "<paragraph>" not in prompt
+    prompt = llm.calls[-1].prompt_text()
+    assert 'title="Doc A">\nParis is the capital of France.\n</document>' in prompt
+    assert "A draft answer, written from these documents one sentence at a time:\nParis is the capital of France." in prompt
+    assert r.reasoning_chain[-1].details["passages_in_context"] == ["1"]
     # seq 0.904837 + rel 1 + sup 1 + 0.5·1
     assert r.details["score"] == pytest.approx(3.4048, abs=1e-4)
     assert r.details["segments"] == 1 and r.details["final"] is True
@@ -275,3 +277,64 @@ async def test_a_yes_no_question_gets_yes_or_no_from_the_segments(france_retriev
         "Were Scott Derrickson and Ed Wood of the same nationality?")
     assert r.answer == "yes"
     assert r.details["segments_text"] == "Both of them were born in the United States."
+
+
+BOMBER_Q = "Which aircraft was used in the South West Pacific theatre as a jet-powered medium bomber?"
+BOMBER_DOCS = (
+    Document(id="pacific", title="South West Pacific", text="The B-25 flew in the South West Pacific theatre."),
+    Document(id="canberra", title="Canberra", text="The English Electric Canberra is a jet-powered medium bomber."),
+)
+
+
+def bomber_script() -> dict:
+    """The segment from the second passage wins; over the segment alone the model shortens the
+    name it holds ("Canberra"), over the passages it copies the span ("English Electric Canberra")."""
+    written = "The English Electric Canberra was used there as a medium bomber."
+    return {
+        "(nothing yet)\n\nWhat does the next": word(yes=0.9, no=0.1),
+        "Pacific theatre.\n</document>\n\nDoes the document": word(relevant=0.3, irrelevant=0.7),
+        "medium bomber.\n</document>\n\nDoes the document": word(relevant=0.9, irrelevant=0.1),
+        "Pacific theatre.\n</document>\n\nAnswer so far": "The B-25 flew there.",
+        "medium bomber.\n</document>\n\nAnswer so far": written,
+        "Is the answer supported": word(fully=0.8, partially=0.2),
+        "How useful": word(**{"4": 1.0}),
+        "Does the answer above": word(yes=1.0),
+        "Answer the question from the documents; the draft may help.": "English Electric Canberra",
+        "Using the notes, answer the question.": "Canberra",
+    }
+
+
+async def test_the_short_answer_reads_the_passages_the_winning_segment_came_from_first():
+    retriever = StaticRetriever(RetrievalResult(documents=BOMBER_DOCS, scores=(0.9, 0.8), query=BOMBER_Q))
+    cfg = {"self_rag_segment": {"top_k": 2, "beam_width": 1, "weights": {"use_seq_score": False}}}
+    llm = ScriptedBackend(bomber_script())
+    r = await create_method("self_rag_segment", llm, retriever, cfg).answer(BOMBER_Q)
+    assert r.answer == "English Electric Canberra"
+    step = r.reasoning_chain[-1]
+    assert step.action == "short_answer"
+    # The passage the kept segment was written from leads the context; the other retrieved one follows.
+    assert step.details["passages_in_context"] == ["canberra", "pacific"]
+    prompt = llm.calls[-1].prompt_text()
+    assert prompt.index('title="Canberra"') < prompt.index('title="South West Pacific"')
+    assert "one sentence at a time:\nThe English Electric Canberra was used there as a medium bomber." in prompt
+
+
+async def test_the_short_answer_can_read_the_segments_alone():
+    # The cheaper reading, over the segments alone: the benchmark models shortened names there.
+    retriever = StaticRetriever(RetrievalResult(documents=BOMBER_DOCS, scores=(0.9, 0.8), query=BOMBER_Q))
+    cfg = {"self_rag_segment": {"top_k": 2, "beam_width": 1, "weights": {"use_seq_score": False},
+                                "short_answer_reads": "segments"}}
+    llm = ScriptedBackend(bomber_script())
+    r = await create_method("self_rag_segment", llm, retriever, cfg).answer(BOMBER_Q)
+    assert r.answer == "Canberra"
+    assert "<document" not in llm.calls[-1].prompt_text()
+
+
+async def test_a_yes_no_question_gets_yes_or_no_over_the_passages(france_retriever):
+    llm = ScriptedBackend({**label_segment_script(),
+                           "Answer the question from the documents; the draft may help.": "Yes, it is."})
+    france_retriever.result = RetrievalResult(documents=france_retriever.result.documents[:1], scores=(0.9,), query="q")
+    r = await create_method("self_rag_segment", llm, france_retriever, {"self_rag_segment": {"top_k": 1}}).answer(
+        "Is Paris the capital of France?")
+    assert r.answer == "yes"
+    assert "Reply with only yes or no." in llm.calls[-1].prompt_text()

@@ -140,8 +140,14 @@ async def answer_from_notes(
     read = await run.generate(
         notes_prompt(question)(question.text, notes), action=action, thought=thought, action_input=shorten(notes),
     )
-    answer = clean_answer(read.text)
+    answer = read_short(question, read.text)
+    read.details["final"] = answer
+    return read, answer
+
+
+def read_short(question: Question, text: str) -> str | None:
+    """The answer of a short-answer reply: cleaned, and "yes" / "no" for a yes/no question (None: none)."""
+    answer = clean_answer(text)
     if is_yes_no(question):
         answer = read_verdict(f"Answer: {answer}")
-    read.details["final"] = answer or None
-    return read, answer or None
+    return answer or None
