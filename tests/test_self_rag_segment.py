@@ -111,14 +111,14 @@ def label_segment_script(final_yes: float = 0.9):
 
 
 async def test_label_probs_segment_budget_and_trace(france_retriever):
-    llm = ScriptedBackend({**label_segment_script(), "Answer the question from the documents; the draft may help.": "Paris"})
+    llm = ScriptedBackend({**label_segment_script(), "capital of France.\n</document>\n\nQuestion: What is the capital": "Paris"})
     method = create_method("self_rag_segment", llm, france_retriever, {"self_rag_segment": {"top_k": 1}})
     france_retriever.result = RetrievalResult(
         documents=france_retriever.result.documents[:1], scores=(0.9,), query="q"
     )
     r = await method.answer("What is the capital of France?")
-    # The segments, then one call over their passage, with the segments as a draft, gives the
-    # short answer the question asks for.
+    # The segments, then one call over their passage (vanilla_rag's prompt) gives the short
+    # answer the question asks for.
     assert r.answer == "Paris"
     assert r.details["segments_text"] == "Paris is the capital of France."
     assert r.num_llm_calls == 7  # decision + (relevance, segment, support, utility, final) + short answer
@@ -128,7 +128,6 @@ async def test_label_probs_segment_budget_and_trace(france_retriever):
     ]
     prompt = llm.calls[-1].prompt_text()
     assert 'title="Doc A">\nParis is the capital of France.\n</document>' in prompt
-    assert "A draft answer, written from these documents one sentence at a time:\nParis is the capital of France." in prompt
     assert r.reasoning_chain[-1].details["passages_in_context"] == ["1"]
     # seq 0.904837 + rel 1 + sup 1 + 0.5·1
     assert r.details["score"] == pytest.approx(3.4048, abs=1e-4)
@@ -288,7 +287,8 @@ BOMBER_DOCS = (
 
 def bomber_script() -> dict:
     """The segment from the second passage wins; over the segment alone the model shortens the
-    name it holds ("Canberra"), over the passages it copies the span ("English Electric Canberra")."""
+    name it holds ("Canberra"), over the passages it copies the span ("English Electric Canberra"),
+    as the benchmark models did."""
     written = "The English Electric Canberra was used there as a medium bomber."
     return {
         "(nothing yet)\n\nWhat does the next": word(yes=0.9, no=0.1),
@@ -299,7 +299,7 @@ def bomber_script() -> dict:
         "Is the answer supported": word(fully=0.8, partially=0.2),
         "How useful": word(**{"4": 1.0}),
         "Does the answer above": word(yes=1.0),
-        "Answer the question from the documents; the draft may help.": "English Electric Canberra",
+        "</document>\n\nQuestion: Which aircraft": "English Electric Canberra",
         "Using the notes, answer the question.": "Canberra",
     }
 
@@ -316,7 +316,7 @@ async def test_the_short_answer_reads_the_passages_the_winning_segment_came_from
     assert step.details["passages_in_context"] == ["canberra", "pacific"]
     prompt = llm.calls[-1].prompt_text()
     assert prompt.index('title="Canberra"') < prompt.index('title="South West Pacific"')
-    assert "one sentence at a time:\nThe English Electric Canberra was used there as a medium bomber." in prompt
+    assert "The English Electric Canberra was used there" not in prompt  # the passages, not the segment
 
 
 async def test_the_short_answer_can_read_the_segments_alone():
@@ -332,7 +332,7 @@ async def test_the_short_answer_can_read_the_segments_alone():
 
 async def test_a_yes_no_question_gets_yes_or_no_over_the_passages(france_retriever):
     llm = ScriptedBackend({**label_segment_script(),
-                           "Answer the question from the documents; the draft may help.": "Yes, it is."})
+                           "</document>\n\nQuestion: Is Paris": "Yes, it is."})
     france_retriever.result = RetrievalResult(documents=france_retriever.result.documents[:1], scores=(0.9,), query="q")
     r = await create_method("self_rag_segment", llm, france_retriever, {"self_rag_segment": {"top_k": 1}}).answer(
         "Is Paris the capital of France?")

@@ -9,7 +9,7 @@ a model that quotes a passage cannot quote a verdict into its reply.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from ..llm.base import Message, chat
 from ..prompts import load_prompt, render
@@ -80,19 +80,18 @@ def truncate_to_tokens(text: str, max_tokens: int, count_tokens: Callable[[str],
 async def answer_over(
     run: Run, question: Question, docs: Sequence[Document], max_tokens: int, *, thought: str,
     template: str = "answer_with_context", action: str = "generate", formatted: bool = True,
-    reply_tokens: int | None = None, values: Mapping[str, str] | None = None,
+    reply_tokens: int | None = None,
 ) -> tuple[StepRecord, str, list[Document]]:
     """``vanilla_rag``'s answer call over ``docs`` joined up to ``max_tokens``.
 
     ``template`` (with ``{context}`` and ``{question}``) replaces the prompt;
     ``formatted=False`` leaves out the answer-format system message, for a
     prompt that asks for its own reply shape; ``reply_tokens`` caps the reply
-    below the method's ``max_tokens``; ``values`` fills the template's other
-    placeholders. Returns the step (its text is the raw
+    below the method's ``max_tokens``. Returns the step (its text is the raw
     answer), the context shown and the documents it includes.
     """
     context, used = build_context(docs, max_tokens, run.llm.count_tokens)
-    prompt = answer_prompt(question, template=template, formatted=formatted, values=values)(question.text, context)
+    prompt = answer_prompt(question, template=template, formatted=formatted)(question.text, context)
     cap = {} if reply_tokens is None else {"max_tokens": min(reply_tokens, int(run.params.get("max_tokens", reply_tokens)))}
     step = await run.generate(prompt, action=action, thought=thought, action_input=question.text, **cap)
     return step, context, used
@@ -100,10 +99,8 @@ async def answer_over(
 
 def answer_prompt(
     question: Question, *, template: str = "answer_with_context", formatted: bool = True,
-    values: Mapping[str, str] | None = None,
 ) -> Callable[[str, str], tuple[Message, ...]]:
     """``answer_over``'s prompt as a function of (question text, context), for readings that vary either."""
     body = load_prompt(template)
     system = answer_system(question) if formatted else None
-    more = dict(values or {})
-    return lambda text, context: chat(system, render(body, question=text, context=context, **more))
+    return lambda text, context: chat(system, render(body, question=text, context=context))

@@ -9,8 +9,7 @@ candidate extends its beam with its segment score. The best ``beam_width``
 partial answers by cumulative score survive (1 = greedy); finished beams
 stay in the pool; the search stops when every kept beam is final or after
 ``max_segments``. One last call writes the short answer the question asks
-for over the best beam's passages (those its segments came from first), with
-its segments as a draft.
+for over the best beam's passages, those its segments came from first.
 """
 
 from __future__ import annotations
@@ -42,16 +41,15 @@ class SelfRagSegmentConfig(MethodConfig):
     segment_tokens: int = Field(48, ge=4)
     # Leave segments judged "no support" out of the final answer (the paper's ignore_cont).
     drop_unsupported: bool = False
-    # One more call turns the best beam's segments into the short answer the question asks
-    # for (facts_first.answer_from_notes); false returns the segments themselves, the paper's
-    # long-form answer. A reply with no usable answer keeps the segments.
+    # One more call writes the short answer the question asks for; false returns the best
+    # beam's segments themselves, the paper's long-form answer. A reply with no usable answer
+    # keeps the segments.
     short_answer: bool = True
-    # What that call reads. "passages" (default): the passages the best beam's segments were
-    # written from, then the others it retrieved, with the segments as a draft (vanilla_rag's
-    # prompt plus the draft; prompts/segment_answer.txt), up to max_context_tokens. "segments":
-    # the segments alone, which is cheaper; on the benchmark models it dropped a gold answer the
-    # segments held for 7 of 29 (0.5B) and 12 of 41 (1.5B) HotpotQA questions ("English
-    # Electric Canberra" -> "Canberra"). A beam that retrieved nothing is read from its segments.
+    # What that call reads. "passages" (default): vanilla_rag's prompt over the best beam's
+    # passages, those its segments were written from first, then the others it retrieved last,
+    # up to max_context_tokens. "segments": the segments alone (facts_first.answer_from_notes),
+    # cheaper, and the default until 2026-11-27; on the benchmark models it scored below the
+    # passages (docs/methods.md). A beam that retrieved nothing is read from its segments.
     short_answer_reads: Literal["passages", "segments"] = "passages"
     max_context_tokens: int = Field(2000, ge=16)
     critic: CriticConfig = Field(default_factory=CriticConfig)
@@ -208,10 +206,8 @@ class SelfRagSegment(Method):
         cfg: SelfRagSegmentConfig = self.config
         if cfg.short_answer_reads == "passages" and docs:
             step, _, used = await answer_over(
-                run, question, docs, cfg.max_context_tokens, template="segment_answer", action="short_answer",
-                thought="Write the short answer the question asks for from the passages, with the segments "
-                        "written as a draft.",
-                values={"notes": written},
+                run, question, docs, cfg.max_context_tokens, action="short_answer",
+                thought="Write the short answer the question asks for from the best beam's passages.",
             )
             step.details["passages_in_context"] = [d.id for d in used]
             short = read_short(question, step.text)
