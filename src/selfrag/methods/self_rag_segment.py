@@ -202,7 +202,8 @@ class SelfRagSegment(Method):
         )
 
     async def _short_answer(self, run: Run, question: Question, written: str, docs: list[Document]) -> str:
-        """The short answer the segments lead to, or the segments when the reply has none."""
+        """The short answer over the best beam's passages ``docs`` (or, per ``short_answer_reads`` or
+        with no passages, over its segments ``written``); ``written`` when the reply has none."""
         cfg: SelfRagSegmentConfig = self.config
         if cfg.short_answer_reads == "passages" and docs:
             step, _, used = await answer_over(
