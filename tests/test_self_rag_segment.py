@@ -331,10 +331,37 @@ async def test_the_short_answer_can_read_the_segments_alone():
 
 
 async def test_a_yes_no_question_gets_yes_or_no_over_the_passages(france_retriever):
+    # With facts_first off, vanilla_rag's prompt over the passages; the sentence reply becomes "yes".
     llm = ScriptedBackend({**label_segment_script(),
                            "</document>\n\nQuestion: Is Paris": "Yes, it is."})
+    france_retriever.result = RetrievalResult(documents=france_retriever.result.documents[:1], scores=(0.9,), query="q")
+    cfg = {"self_rag_segment": {"top_k": 1, "facts_first": "off"}}
+    r = await create_method("self_rag_segment", llm, france_retriever, cfg).answer("Is Paris the capital of France?")
+    assert r.answer == "yes"
+    assert "Reply with only yes or no." in llm.calls[-1].prompt_text()
+
+
+async def test_a_yes_no_short_answer_is_written_after_the_facts(france_retriever):
+    """By default (facts_first: yes_no, as self_rag's joint) the verdict follows the facts compared,
+    so a segment that already says "yes" does not decide it."""
+    llm = ScriptedBackend({**label_segment_script(),
+                           "Do not answer at once": "- Paris: capital of France\n- Lyon: a city in France\nAnswer: no"})
+    france_retriever.result = RetrievalResult(documents=france_retriever.result.documents[:1], scores=(0.9,), query="q")
+    r = await create_method("self_rag_segment", llm, france_retriever, {"self_rag_segment": {"top_k": 1}}).answer(
+        "Are Paris and Lyon both capitals?")
+    assert r.answer == "no"
+    step = r.reasoning_chain[-1]
+    assert step.action == "generate_after_facts"
+    assert step.details["facts"] == ["Paris: capital of France", "Lyon: a city in France"]
+    assert step.details["passages_in_context"] == [france_retriever.result.documents[0].id]
+
+
+async def test_a_bare_yes_no_verdict_falls_back_to_the_plain_prompt(france_retriever):
+    # "Answer: no" with no facts before it compared nothing: the plain prompt answers instead.
+    llm = ScriptedBackend({**label_segment_script(), "Do not answer at once": "Answer: no",
+                           "Reply with only yes or no.": "Yes."})
     france_retriever.result = RetrievalResult(documents=france_retriever.result.documents[:1], scores=(0.9,), query="q")
     r = await create_method("self_rag_segment", llm, france_retriever, {"self_rag_segment": {"top_k": 1}}).answer(
         "Is Paris the capital of France?")
     assert r.answer == "yes"
-    assert "Reply with only yes or no." in llm.calls[-1].prompt_text()
+    assert r.reasoning_chain[-1].action == "short_answer"

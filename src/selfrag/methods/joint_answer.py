@@ -32,9 +32,10 @@ def wants_facts(facts_first: str, question: Question) -> bool:
 
 async def joint_answer(
     run: Run, question: Question, docs: Sequence[Document], max_tokens: int, *, name: str,
-    facts_first: str = "off", reader: ChoiceReader | None = None,
+    facts_first: str = "off", reader: ChoiceReader | None = None, action: str = "generate",
 ) -> tuple[StepRecord, str, str]:
-    """The step that gave the answer, the context shown and the answer; ``name`` names the passages in thoughts."""
+    """The step that gave the answer, the context shown and the answer; ``name`` names the passages in
+    thoughts, ``action`` the plain answer call's step."""
     if wants_facts(facts_first, question):
         step, context, final = await answer_after_facts(
             run, question, docs, max_tokens,
@@ -49,5 +50,7 @@ async def joint_answer(
         )
         if read is not None and reading.answer is not None:
             return read, context, reading.answer
-    gen, context, _ = await answer_over(run, question, docs, max_tokens, thought=f"Answer from {name} together.")
+    gen, context, used = await answer_over(run, question, docs, max_tokens, thought=f"Answer from {name} together.",
+                                           action=action)
+    gen.details["passages_in_context"] = [d.id for d in used]
     return gen, context, clean_answer(gen.text)

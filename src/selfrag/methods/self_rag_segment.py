@@ -24,12 +24,12 @@ from ..reflection.readings import Draft
 from ..types import ArchitectureType, Document, Question
 from .answer_shape import malformed
 from .base import Method, MethodConfig, Outcome
-from .context import answer_over
 from .critique import Critic, CriticConfig, Task
 from .critique import drafts as write_drafts
 from .critique.relevance import known_relevance
 from .critique.stages import AdaptiveConfig, WeightsConfig, adaptive_retrieval, as_candidate
-from .facts_first import answer_from_notes, read_short
+from .facts_first import FactsFirst, answer_from_notes, read_short
+from .joint_answer import joint_answer
 from .registry import register
 from .trace import Run, shorten
 
@@ -51,6 +51,10 @@ class SelfRagSegmentConfig(MethodConfig):
     # cheaper, and the default until 2026-11-27; on the benchmark models it scored below the
     # passages (docs/methods.md). A beam that retrieved nothing is read from its segments.
     short_answer_reads: Literal["passages", "segments"] = "passages"
+    # Over the passages, a yes/no question's answer is written after the facts it rests on, as
+    # self_rag's joint candidate does ("yes_no", facts_first.py); "all" does so for every
+    # question, "off" never.
+    facts_first: FactsFirst = "yes_no"
     max_context_tokens: int = Field(2000, ge=16)
     critic: CriticConfig = Field(default_factory=CriticConfig)
     adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)
@@ -206,12 +210,11 @@ class SelfRagSegment(Method):
         with no passages, over its segments ``written``); ``written`` when the reply has none."""
         cfg: SelfRagSegmentConfig = self.config
         if cfg.short_answer_reads == "passages" and docs:
-            step, _, used = await answer_over(
-                run, question, docs, cfg.max_context_tokens, action="short_answer",
-                thought="Write the short answer the question asks for from the best beam's passages.",
+            step, _, answer = await joint_answer(
+                run, question, docs, cfg.max_context_tokens, name="the best beam's passages",
+                facts_first=cfg.facts_first, action="short_answer",
             )
-            step.details["passages_in_context"] = [d.id for d in used]
-            short = read_short(question, step.text)
+            short = read_short(question, answer)
             step.details["final"] = short
         else:
             step, short = await answer_from_notes(
