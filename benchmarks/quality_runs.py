@@ -279,9 +279,16 @@ def settings_remark(dataset: Dataset, variant: Variant, n: int | None, llm: str 
     A config changed after a run was measured leaves its row standing for the old settings; the
     report says so rather than present it as today's (``--fresh`` measures it again).
     """
+    from selfrag.errors import ConfigError
     from selfrag.eval.resume import setting_differences
 
-    diffs = setting_differences(load_cfg(dataset, variant, n, llm), dest)
+    try:
+        today = load_cfg(dataset, variant, n, llm)
+    except ConfigError as exc:
+        # The YAML changed under a long run (a key this process's code does not know): the
+        # answers are on disk; the report says so instead of dying at its last step.
+        return f"not compared with configs/{variant.config}, which does not load in this process: {exc}"
+    diffs = setting_differences(today, dest)
     return f"measured with other settings than configs/{variant.config} has now ({', '.join(diffs)})" if diffs else ""
 
 

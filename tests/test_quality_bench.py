@@ -260,6 +260,20 @@ def test_a_run_measured_with_settings_the_config_no_longer_has_is_remarked(tmp_p
     assert quality_runs.settings_remark(ds, variant, 100, None, dest) == ""
 
 
+def test_settings_remark_survives_a_config_that_no_longer_loads(tmp_path, monkeypatch):
+    """A YAML edited while a long run went on (a key the running code does not know) once crashed
+    the report at the run's end; the row now says the config was not compared."""
+    from selfrag.errors import ConfigError
+
+    def broken(*_args):
+        raise ConfigError("unknown config key 'self_rag_segment.facts_first'")
+
+    monkeypatch.setattr(quality_runs, "load_cfg", broken)
+    ds, variant = quality_runs.DATASETS["hotpotqa"], quality_runs.VARIANTS["self_rag_segment"]
+    remark = quality_runs.settings_remark(ds, variant, 100, None, tmp_path)
+    assert remark.startswith("not compared with configs/self_rag_segment.yaml") and "facts_first" in remark
+
+
 def test_evidence_rows_score_the_verdict_only_on_passages_it_judged():
     """Hand-checked: gold A (judged 1), distractor B (judged 0), distractor C not judged (imputed 0.5).
     Verdict over judged passages: 1 pair, A > B: AUC 1.0 (with C's imputed 0.5 it would still be 1.0,
