@@ -342,8 +342,8 @@ async def test_a_yes_no_question_gets_yes_or_no_over_the_passages(france_retriev
 
 
 async def test_a_yes_no_short_answer_is_written_after_the_facts(france_retriever):
-    """By default (facts_first: yes_no, as self_rag's joint) the verdict follows the facts compared,
-    so a segment that already says "yes" does not decide it."""
+    """By default (facts_first: yes_no, as self_rag's joint) the verdict is written over the passages
+    after the facts it compares, not read off the segment."""
     llm = ScriptedBackend({**label_segment_script(),
                            "Do not answer at once": "- Paris: capital of France\n- Lyon: a city in France\nAnswer: no"})
     france_retriever.result = RetrievalResult(documents=france_retriever.result.documents[:1], scores=(0.9,), query="q")
