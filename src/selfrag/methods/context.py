@@ -88,12 +88,14 @@ async def answer_over(
     ``formatted=False`` leaves out the answer-format system message, for a
     prompt that asks for its own reply shape; ``reply_tokens`` caps the reply
     below the method's ``max_tokens``. Returns the step (its text is the raw
-    answer), the context shown and the documents it includes.
+    answer; ``details.passages_in_context`` lists the ids shown), the context
+    shown and the documents it includes.
     """
     context, used = build_context(docs, max_tokens, run.llm.count_tokens)
     prompt = answer_prompt(question, template=template, formatted=formatted)(question.text, context)
     cap = {} if reply_tokens is None else {"max_tokens": min(reply_tokens, int(run.params.get("max_tokens", reply_tokens)))}
     step = await run.generate(prompt, action=action, thought=thought, action_input=question.text, **cap)
+    step.details["passages_in_context"] = [d.id for d in used]
     return step, context, used
 
 

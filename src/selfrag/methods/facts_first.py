@@ -84,13 +84,13 @@ async def answer_after_facts(
     fallback.
     """
     yes_no = is_yes_no(question)
-    step, context, used = await answer_over(
+    step, context, _ = await answer_over(
         run, question, docs, max_tokens, thought=thought, action="generate_after_facts", formatted=False,
         template="self_rag_yes_no_facts" if yes_no else "self_rag_facts_first", reply_tokens=REPLY_TOKENS,
     )
     answer = read_verdict(step.text) if yes_no else read_final(step.text)
     facts = read_facts(step.text)
-    step.details.update(final=answer, facts=facts, passages_in_context=[d.id for d in used])
+    step.details.update(final=answer, facts=facts)
     if reader is not None and (notes := notes_before_answer(step.text)):
         read, reading = await reader.read(run, question, notes_prompt(question), notes,
                                           thought="Read the answer the notes lead to from the label probabilities.")

@@ -51,7 +51,6 @@ async def joint_answer(
         )
         if read is not None and reading.answer is not None:
             return read, context, reading.answer
-    gen, context, used = await answer_over(run, question, docs, max_tokens, thought=f"Answer from {name} together.",
-                                           action=action)
-    gen.details["passages_in_context"] = [d.id for d in used]
+    gen, context, _ = await answer_over(run, question, docs, max_tokens, thought=f"Answer from {name} together.",
+                                        action=action)
     return gen, context, clean_answer(gen.text)

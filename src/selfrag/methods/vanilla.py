@@ -49,6 +49,5 @@ class VanillaRAG(Method):
             thought="Answer from the retrieved passages.",
         )
         step.thought = f"Answer from {len(used)} passages."
-        step.details["passages_in_context"] = [d.id for d in used]
         # The prompt asks for no citation markers, so the answer cites what the model was shown.
         return Outcome(answer=clean_answer(step.text), retrieval_needed=True, citations=used)
