@@ -55,6 +55,7 @@ def prompts(llm: ScriptedBackend) -> list[str]:
         ("self_rag", {"self_rag": {"critique": "fused"}}),
         ("self_rag", {"self_rag": {"critique": "separate"}}),
         ("self_rag_critic", {}),
+        ("self_rag_segment", {}),
         ("self_corrective", {}),
         ("react_rag", {}),
     ],
