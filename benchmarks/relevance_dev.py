@@ -83,7 +83,8 @@ def summary(records: list[dict]) -> dict:
     readings = {"label question P(relevant)": lambda p: p["p_relevant"],
                 "question likelihood": lambda p: p["p_likelihood"],
                 "mean of the two": lambda p: (p["p_relevant"] + p["p_likelihood"]) / 2,
-                "lexical prior": lambda p: p["prior"]}
+                "lexical prior": lambda p: p["prior"],
+                "question likelihood fused with the prior": lambda p: (p["p_likelihood"] + p["prior"]) / 2}
     out: dict = {"questions": len(records), "gold": sum(p["gold"] for p in paras),
                  "distractors": sum(not p["gold"] for p in paras)}
     for name, f in readings.items():

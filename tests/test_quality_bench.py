@@ -589,18 +589,20 @@ def test_the_paired_auc_interval_resamples_whole_questions_hand_checked():
 
 
 def test_the_dev_relevance_summary_hand_checked():
-    """Gold g (label 0.9, likelihood 0.6), distractors d1 (0.2, 0.7), d2 (0.95, 0.1): label 1 of 2 pairs
-    = 0.5; likelihood 1 of 2 = 0.5; mean of the two g 0.75 vs 0.45, 0.525 = 1.0."""
+    """Gold g (label 0.9, likelihood 0.6, prior 0.5), distractors d1 (0.2, 0.7, 0.3), d2 (0.95, 0.1,
+    0.5): label 1 of 2 pairs = 0.5; likelihood 1 of 2 = 0.5; mean of the two g 0.75 vs 0.45, 0.525 =
+    1.0; prior 1 of 2 plus a tie = 0.75; likelihood fused with the prior g 0.55 vs 0.5, 0.3 = 1.0."""
     import relevance_dev
 
     rec = {"id": "a", "paragraphs": [
         {"title": "g", "gold": True, "p_relevant": 0.9, "p_likelihood": 0.6, "prior": 0.5},
-        {"title": "d1", "gold": False, "p_relevant": 0.2, "p_likelihood": 0.7, "prior": 0.5},
+        {"title": "d1", "gold": False, "p_relevant": 0.2, "p_likelihood": 0.7, "prior": 0.3},
         {"title": "d2", "gold": False, "p_relevant": 0.95, "p_likelihood": 0.1, "prior": 0.5}]}
     out = relevance_dev.summary([rec])
     assert (out["questions"], out["gold"], out["distractors"]) == (1, 1, 2)
     assert (out["label question P(relevant)"], out["question likelihood"], out["mean of the two"]) == (0.5, 0.5, 1.0)
     assert out["mean of the two - likelihood"]["diff"] == 0.5
+    assert (out["lexical prior"], out["question likelihood fused with the prior"]) == (0.75, 1.0)
 
 
 @pytest.mark.skipif(not quality_runs.DATASETS["hotpotqa"].path.is_file(), reason="benchmark data not found")
