@@ -319,11 +319,30 @@ def relevance_rows(out: Path, tag: str, wanted: list[str]) -> list[dict[str, Any
 
     rows += alternative("p_linked", "critic P(relevant) beside its anchor (linked)", "linked critic")
     rows += alternative("p_likelihood", "critic question likelihood (question_likelihood)", "question likelihood")
+    rows += _mean_rows(records, primed, row)
     judged = [p for p in paras if "isrel" in p]
     if judged:
         rows.append(row("relevance: combined [IsRel] verdict (binary)", judged, lambda p: float(p["isrel"]),
                         defaults=sum(bool(p.get("isrel_default")) for p in judged)))
     return rows
+
+
+def _mean_rows(records: list[dict[str, Any]], primed: list[dict[str, Any]], row: Any) -> list[dict[str, Any]]:
+    """``critic.relevance: label_and_likelihood``: the mean of P(relevant) and the question
+    likelihood, with a paired interval against the likelihood alone."""
+    def both(p: dict[str, Any]) -> bool:
+        return all(isinstance(p.get(k), (int, float)) for k in ("p_relevant", "p_likelihood"))
+
+    def mean(p: dict[str, Any]) -> float:
+        return (p["p_relevant"] + p["p_likelihood"]) / 2
+
+    scored = [p for p in primed if both(p)]
+    if not scored:
+        return []
+    by_question = [[(mean(p), p["p_likelihood"], p["gold"]) for p in r.get("paragraphs") or [] if both(p)]
+                   for r in records]
+    return [row("relevance: mean of P(relevant) and question likelihood (label_and_likelihood), same paragraphs",
+                scored, mean, vs_likelihood=paired_auc_bootstrap(by_question))]
 
 
 def support_rows(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:

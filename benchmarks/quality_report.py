@@ -129,10 +129,10 @@ def critics_section(tag: str, rows: list[dict[str, Any]], n_critics: int) -> lis
             notes.append(f"{r['unscored']} paragraphs without a probability")
         if r.get("notes"):
             notes.append(str(r["notes"]))
-        if r.get("vs_plain"):
-            d = r["vs_plain"]
-            notes.append(f"vs plain P(relevant) on the same paragraphs {d['diff']:+.3f} "
-                         f"[{d['lo']:+.3f}, {d['hi']:+.3f}] (questions resampled)")
+        for key, against in (("vs_plain", "plain P(relevant)"), ("vs_likelihood", "question likelihood alone")):
+            if d := r.get(key):
+                notes.append(f"vs {against} on the same paragraphs {d['diff']:+.3f} "
+                             f"[{d['lo']:+.3f}, {d['hi']:+.3f}] (questions resampled)")
         if r.get("carried"):
             notes.append(carried_note(r))
         lines.append(

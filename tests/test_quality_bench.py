@@ -171,7 +171,8 @@ def test_report_renders_a_partial_run_with_its_own_n(tmp_path):
     decisions = {"hotpotqa_n": 2, "hotpotqa_retrieval_rate": 0.5, "no_docs_n": 30, "no_docs_total": 40,
                  "no_docs_skip_rate": 0.9, "no_docs_skip_by_category": {"arithmetic": 1.0}, "sources": ["label_probs"],
                  "thresholds": [0.05], "p_yes_auc": 0.75, "p_yes_n": [2, 30]}
-    critics = [qs.auc_row("relevance: combined [IsRel] verdict (binary)", [1.0, 0.0], [0.0, 0.0, 1.0], 2, defaults=1, target=3)]
+    critics = [qs.auc_row("relevance: combined [IsRel] verdict (binary)", [1.0, 0.0], [0.0, 0.0, 1.0], 2, defaults=1, target=3),
+               qs.auc_row("relevance: mean", [0.9], [0.1], 2, vs_likelihood={"diff": 0.03, "lo": 0.01, "hi": 0.05, "n": 2})]
     data = {"environment": env, "args": {"n_critics": 2}, "rows": rows, "decisions": decisions, "critics": critics}
     text = quality_report.render(data)
     assert "| `self_rag` | 2 of 4 (partial) |" in text
@@ -180,6 +181,7 @@ def test_report_renders_a_partial_run_with_its_own_n(tmp_path):
     assert "(n=2)" in text  # compared on the 2 questions both answered
     assert "| x | 2 | 50% | 30 of 40 (partial) | 90% | 0.750 | label_probs |" in text
     assert "| x | relevance: combined [IsRel] verdict (binary) | 2 of 3 (partial) | 6 (2 x 3) | 0.583 | 1 verdicts unparsed (read as the default, relevant)" in text
+    assert "| 1.000 | vs question likelihood alone on the same paragraphs +0.030 [+0.010, +0.050] (questions resampled) |" in text
     (tmp_path / "quality_x.json").write_text(json.dumps(data))
     assert "| x | [quality_x.md](quality_x.md) | 2026-01-01 00:00 UTC | abc1234 | hotpotqa 4 (partial) |" in (
         quality_report.index(tmp_path))
@@ -552,6 +554,10 @@ def test_likelihood_relevance_rows_join_by_question_and_title_hand_checked(tmp_p
     likely = rows["relevance: critic question likelihood (question_likelihood), same paragraphs"]
     assert (likely["auc"], likely["n_pairs"]) == (0.75, 4)
     assert rows["relevance: question likelihood fused with the prior, (P + prior) / 2"]["auc"] == 0.75
+    # Means: a g1 0.45, d1 0.75; b g2 0.9, d2 0.5 -> gold wins 2 of 4 pairs = 0.5, 0.25 below the likelihood.
+    both = rows["relevance: mean of P(relevant) and question likelihood (label_and_likelihood), same paragraphs"]
+    assert (both["auc"], both["vs_likelihood"]["n"]) == (0.5, 2)
+    assert round(both["vs_likelihood"]["diff"], 4) == -0.25
 
 
 async def test_the_likelihood_pass_scores_the_question_after_each_paragraph(tmp_path, france_docs):

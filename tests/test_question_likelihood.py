@@ -147,3 +147,41 @@ async def test_a_scored_reply_is_cached_apart_from_a_written_one(tmp_path):
     assert [t.logprob for t in again.logprobs] == [t.logprob for t in first.logprobs] == [-0.5, -1.0]
     assert (await llm.generate("Q")).text == "Written"  # same prompt, not forced: a different entry
     assert len(inner.calls) == 2
+
+
+async def test_label_and_likelihood_reads_the_mean_of_both_once_per_passage(france_retriever):
+    """Label P(relevant) A 0.9, B 0.5, C 0.1; likelihood 0.8808, 0.5, 0.1192: means 0.8904, 0.5, 0.1096."""
+    llm = ScriptedBackend(likelihood_script())
+    cfg = {"self_rag_critic": {"joint_candidate": False, "critic": {"relevance": "label_and_likelihood"}}}
+    r = await create_method("self_rag_critic", llm, france_retriever, cfg).answer(Q)
+    assert r.answer == "Paris"
+    actions = [s.action for s in r.reasoning_chain]
+    # The question scored after each passage, then the label question about each, then the candidates.
+    assert actions[3:9] == ["critique_relevance"] * 6
+    assert actions[9:12] == ["generate_candidate", "critique_support", "critique_utility"]
+    rel = [s for s in r.reasoning_chain if s.action == "critique_relevance"]
+    assert [s.details["critique_source"] for s in rel] == ["question_likelihood"] * 3 + ["label_probs"] * 3
+    texts = [c.prompt_text() for c in llm.calls]
+    assert sum("Does the document above give information" in t for t in texts) == 3  # not asked again per candidate
+    # 1 decision + 3 likelihood + 3 label questions + 3 × (candidate, support, utility)
+    assert r.num_llm_calls == 16
+    rerank = next(s for s in r.reasoning_chain if s.action == "rerank")
+    assert [row["rel"] for row in rerank.details["after"]] == [0.8904, 0.5, 0.1096]  # the means rank the drafts
+
+
+async def test_the_mean_reading_hand_checked(france_docs):
+    from selfrag.methods.critique.relevance import known_relevance
+
+    llm = ScriptedBackend(likelihood_script())
+    critic = Critic(llm, CriticConfig(source="label_probs", relevance="label_and_likelihood"))
+    result = RetrievalResult(documents=tuple(france_docs), scores=(3.0, 2.0, 1.0), query=Q,
+                             retrieval_time_ms=1.0, method="bm25")
+    readings = await known_relevance(critic, Run(llm, None, {}), Q, result)
+    assert [round(r.value, 4) for r in readings] == [0.8904, 0.5, 0.1096]
+    assert {r.source for r in readings} == {"label_and_likelihood"}
+    assert "mean of P(relevant) 0.900 and question likelihood 0.881" in readings[0].note
+    llm = ScriptedBackend(likelihood_script())
+    llm.supports_forced = False
+    critic = Critic(llm, CriticConfig(source="label_probs", relevance="label_and_likelihood"))
+    with pytest.raises(ConfigError, match="critic.relevance=label_and_likelihood needs a backend"):
+        await known_relevance(critic, Run(llm, None, {}), Q, result)

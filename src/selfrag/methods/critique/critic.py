@@ -59,9 +59,10 @@ class CriticConfig(StrictModel):
     # How a passage's relevance is read: a label question about the passage alone (passage,
     # the paper's critique), the same beside the question's best other passage (linked:
     # relevance.py, meant to show a small model why a two-hop question's bridge passage
-    # matters), or how likely the passage makes the question (question_likelihood:
-    # likelihood.py; needs a backend that scores a given reply).
-    relevance: Literal["passage", "linked", "question_likelihood"] = "passage"
+    # matters), how likely the passage makes the question (question_likelihood:
+    # likelihood.py; needs a backend that scores a given reply), or the mean of the label
+    # question and the question likelihood (label_and_likelihood: two calls per passage).
+    relevance: Literal["passage", "linked", "question_likelihood", "label_and_likelihood"] = "passage"
 
 
 @dataclass(frozen=True)

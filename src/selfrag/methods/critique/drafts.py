@@ -36,6 +36,7 @@ from ...types import Document
 from ..context import format_passage
 from ..trace import Run
 from .critic import Critic, Task
+from .relevance import label_relevance
 
 
 async def drafts(
@@ -123,11 +124,7 @@ async def _instruction_draft(
     async def relevance() -> Reading | None:
         if known is not None or doc is None:
             return known
-        prompt = critic.critique_prompt("critic_relevance", question=question, passage=block)
-        reading, _ = await critic.read(
-            rel_run, "relevance", prompt, action="critique_relevance", thought=thought, action_input=question
-        )
-        return reading
+        return await label_relevance(critic, rel_run, question, doc, thought)
 
     async def generate() -> tuple[str, float | None]:
         so_far = {"answer": task.answer_so_far or "(nothing yet)"} if task.segment else {}

@@ -1,4 +1,7 @@
-"""Relevance read with the question's best other passage in view (``critic.relevance: linked``).
+"""Relevance readings made before the candidates: ``linked`` (below), and the mean of the label
+question and the question likelihood (``label_and_likelihood``, :func:`known_relevance`).
+
+Relevance read with the question's best other passage in view (``critic.relevance: linked``).
 
 A multi-hop question names one thing and asks about another, so one of its two
 gold passages (the bridge: *Shirley Temple* for "the woman who portrayed Corliss
@@ -48,6 +51,9 @@ def anchors(question: str, docs: Sequence[Document], scores: Sequence[float] | N
     return [docs[second] if i == best else docs[best] for i in range(len(docs))]
 
 
+MEAN_SOURCE = "label_and_likelihood"
+
+
 def wants_linked(critic: Critic, docs: Sequence[Document | None]) -> bool:
     """Linked readings apply to label questions (not a reflection-token model) over two or more passages."""
     return critic.config.relevance == "linked" and not critic.reflection and sum(d is not None for d in docs) >= 2
@@ -83,11 +89,47 @@ async def linked_relevance(critic: Critic, run: Run, question: str, result: Retr
     return list(readings)
 
 
+async def label_relevance(critic: Critic, run: Run, question: str, doc: Document, thought: str) -> Reading:
+    """The paper's relevance critique: the label question about one passage alone."""
+    prompt = critic.critique_prompt("critic_relevance", question=question, passage=format_passage(doc))
+    reading, _ = await critic.read(
+        run, "relevance", prompt, action="critique_relevance", thought=thought, action_input=question
+    )
+    return reading
+
+
+def averaged(label: Reading | None, likely: Reading | None) -> Reading | None:
+    """``label_and_likelihood``: the mean of P(relevant) and the likelihood value; either alone
+    when the other is unknown."""
+    if label is None or label.value is None:
+        return likely
+    if likely is None or likely.value is None:
+        return label
+    mean = (label.value + likely.value) / 2
+    return Reading("relevance", {"relevant": mean, "irrelevant": 1.0 - mean}, MEAN_SOURCE,
+                   f"mean of P(relevant) {label.value:.3f} and question likelihood {likely.value:.3f}")
+
+
 async def known_relevance(critic: Critic, run: Run, question: str, result: RetrievalResult) -> list[Reading | None] | None:
-    """The relevance readings made before the candidates are written (``linked`` or
-    ``question_likelihood``); None for ``passage``, which reads each beside its own candidate."""
+    """The relevance readings made before the candidates are written (``linked``,
+    ``question_likelihood`` or ``label_and_likelihood``); None for ``passage``, which reads each
+    beside its own candidate.
+
+    ``label_and_likelihood`` scores the question after every passage first, then asks the label
+    question about each passage in a row (the calls share the system-and-question prefix).
+    """
     from .likelihood import likelihood_relevance
 
-    if critic.config.relevance == "question_likelihood":
-        return await likelihood_relevance(critic, run, question, result)
-    return await linked_relevance(critic, run, question, result)
+    if critic.config.relevance == "linked":
+        return await linked_relevance(critic, run, question, result)
+    likely = await likelihood_relevance(critic, run, question, result)  # None for passage
+    if likely is None or critic.config.relevance != MEAN_SOURCE:
+        return likely
+    docs = list(result.documents)
+    forks = [run.fork() for _ in docs]
+    labels = await critic.gather([
+        label_relevance(critic, forks[i], question, doc, f"Is passage {doc.title or doc.id} relevant?")
+        for i, doc in enumerate(docs)
+    ])
+    run.join(*forks)
+    return [averaged(label, reading) for label, reading in zip(labels, likely, strict=True)]
