@@ -69,6 +69,8 @@ VARIANT_LIST = [
             "critic, always retrieves"),
     Variant("self_rag_critic_text", "self_rag_critic.yaml", ("self_rag_critic.critic.source=text",),
             "critic reading generated text labels"),
+    Variant("self_rag_critic_both", "self_rag_critic.yaml", ("self_rag_critic.critic.relevance=label_and_likelihood",),
+            "critic, relevance the mean of the label question and the question likelihood"),
     Variant("self_rag_abstain", "self_rag.yaml", ("self_rag.abstain_min_relevance=0.7",),
             "abstains unless a passage's fused relevance reaches 0.7"),
     Variant("self_rag_abstain_support", "self_rag.yaml", ("self_rag.abstain_below=partially_supported",),

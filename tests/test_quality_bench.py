@@ -149,6 +149,13 @@ def test_every_variant_config_exists():
     assert quality_runs.missing_configs() == []
 
 
+@pytest.mark.parametrize("name", [v.name for v in quality_runs.VARIANT_LIST])
+def test_every_variant_loads_with_its_overrides(name):
+    """A misspelt override key or value stops here, not after a benchmark run has started."""
+    cfg = quality_runs.load_cfg(quality_runs.DATASETS["hotpotqa"], quality_runs.VARIANTS[name], 3, None)
+    assert cfg.data.subset_size == 3
+
+
 def test_every_dataset_has_report_columns():
     # A dataset without columns crashed the report after its first run (hotpotqa_mix did).
     assert set(quality_runs.DATASETS) <= set(quality_report.SHOWN)
