@@ -46,6 +46,7 @@ from ...types import RetrievalResult
 from ..context import format_passage
 from ..trace import Run, StepRecord
 from .critic import Critic
+from .relevance import MEAN_SOURCE
 
 SOURCE = "question_likelihood"
 # Logit per nat of mean token log-probability above the question's average passage.
@@ -54,7 +55,7 @@ SCALE = 2.0
 
 def wants_likelihood(critic: Critic) -> bool:
     """Question likelihood is read alone or, for ``label_and_likelihood``, beside the label question."""
-    return critic.config.relevance in (SOURCE, "label_and_likelihood") and not critic.reflection
+    return critic.config.relevance in (SOURCE, MEAN_SOURCE) and not critic.reflection
 
 
 def mean_logprob(step: StepRecord) -> float | None:
