@@ -158,6 +158,24 @@ async def test_a_backend_that_rejects_the_key_stops_the_run(tmp_path):
     assert s["complete"] is False and s["n_answered"] == 0
 
 
+class BrokenInstall(ScriptedBackend):
+    """A backend whose code cannot import what it needs (a half-updated or broken installation)."""
+
+    async def _generate(self, request):
+        self.attempts = getattr(self, "attempts", 0) + 1
+        raise ImportError("cannot import name 'X' from 'selfrag.something'")
+
+
+async def test_an_import_error_stops_the_run_instead_of_failing_every_question(tmp_path):
+    data = dataset(tmp_path)
+    llm = BrokenInstall({"capital number": "x"})
+    with pytest.raises(ImportError, match="cannot import name 'X'"):
+        await run_experiment_async(config(tmp_path, data, "run.concurrency=1"), progress=False, llm=llm)
+    assert llm.attempts == 1  # the first question only, not all four
+    (run_dir,) = (tmp_path / "results").iterdir()
+    assert not (run_dir / "predictions.jsonl").read_text().strip()  # nothing to retry by hand on resume
+
+
 async def test_shared_corpus_and_no_retrieval(tmp_path):
     data = dataset(tmp_path, contexts=False)
     corpus = tmp_path / "docs.jsonl"

@@ -5,7 +5,7 @@ is scored after the method answers and written to ``predictions.jsonl`` at
 once; ``summary.json`` is refreshed as the run goes and written at the end.
 A question that fails (a backend error after its retries, a bad record) becomes
 an error line and the run goes on; errors that no question can survive (a
-missing dependency, a rejected API key) stop the run. A finished run whose
+missing dependency, an import that fails, a rejected API key) stop the run. A finished run whose
 share of failed questions is above ``run.max_error_rate`` (or in which every
 question failed) has the status ``failed``.
 
@@ -70,8 +70,11 @@ class RunResult:
 
 
 def is_fatal(exc: BaseException) -> bool:
-    """Errors that would fail every question alike: stop the run instead of recording them."""
-    if isinstance(exc, (ConfigError, MissingDependencyError)):
+    """Errors that would fail every question alike: stop the run instead of recording them.
+
+    An ``ImportError`` is one: the installation is broken or was changed under a running process.
+    """
+    if isinstance(exc, (ConfigError, MissingDependencyError, ImportError)):
         return True
     return isinstance(exc, BackendError) and exc.status in FATAL_STATUSES
 
