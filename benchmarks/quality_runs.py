@@ -81,6 +81,8 @@ VARIANT_LIST = [
             "the joint writes the facts it uses, then Answer: ..."),
     Variant("self_rag_segment_long", "self_rag_segment.yaml", ("self_rag_segment.short_answer=false",),
             "segment-level beam search, the segments themselves as the answer (the paper's long form)"),
+    Variant("self_corrective_k5", "self_corrective.yaml", ("self_corrective.top_k=5",),
+            "reads the top 5 passages, as vanilla_rag does (the shipped config reads 3, as seed 004)"),
     Variant("vanilla_rag_calibrated", "vanilla_rag.yaml", ("vanilla.answer_reading=calibrated",),
             "a choice answer read from label probabilities, the prompt's content-free bias divided out"),
     Variant("self_rag_calibrated", "self_rag.yaml", ("self_rag.answer_reading=calibrated",),
