@@ -78,6 +78,14 @@ async def test_early_yes_is_one_retrieval_one_reflection_one_generation():
     assert llm.remaining == 0
 
 
+async def test_the_answer_call_is_vanilla_rags_over_the_accepted_documents():
+    method, llm, retriever = make(["DECISION: YES\nREASON: Pluto is covered.", "2006"])
+    await method.answer(QUESTION)
+    vanilla_llm = ScriptedBackend(["2006"])
+    await create_method("vanilla_rag", vanilla_llm, KeyedRetriever(retriever.table)).answer(QUESTION)
+    assert llm.calls[1].messages == vanilla_llm.calls[0].messages
+
+
 async def test_reformulate_then_yes_matches_the_two_iteration_budget():
     table = {QUESTION: ["pluto", "ceres"], "IAU 2006 Pluto reclassification": ["iau", "pluto"]}
     script = [

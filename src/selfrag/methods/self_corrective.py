@@ -19,9 +19,8 @@ from ..llm.base import chat
 from ..prompts import load_prompt, render
 from ..reflection.decisions import NO, Decision, clean_query, normalize_query, parse_decision
 from ..types import ArchitectureType, Document, Question, RetrievalResult
-from .answer_format import answer_system
 from .base import Method, MethodConfig, Outcome
-from .context import build_context
+from .context import answer_over, build_context
 from .registry import register
 from .text import clean_answer
 from .trace import Run
@@ -125,15 +124,8 @@ class SelfCorrectiveRAG(Method):
         return new_query
 
     async def _generate(self, run: Run, question: Question, docs: Sequence[Document], why: str) -> str:
-        context, used = build_context(docs, self.config.max_context_tokens, self.llm.count_tokens)
-        prompt = render(load_prompt("answer_with_context"), question=question.text, context=context)
-        step = await run.generate(
-            chat(answer_system(question), prompt),
-            action="generate",
-            thought=why,
-            action_input=question.text,
-        )
-        step.details["passages_in_context"] = [d.id for d in used]
+        # vanilla_rag's answer call over the documents chosen.
+        step, _, _ = await answer_over(run, question, docs, self.config.max_context_tokens, thought=why)
         return clean_answer(step.text)
 
     async def _answer(self, question: Question, run: Run) -> Outcome:
