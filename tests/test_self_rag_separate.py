@@ -187,6 +187,42 @@ async def test_a_filter_that_rejects_the_questions_own_passages_is_overruled():
     assert [d.text for d in response.citations] == [DOC_A, DOC_B, DOC_C]
 
 
+async def test_a_verdict_the_judge_did_not_give_counts_as_not_judged():
+    """Issue 16, MMLU-evidence on the 0.5B model: asked about a passage, the JSON judge answered the
+    multiple-choice question ("B") for 72 of 150 passages, and those passages were ranked as judged
+    irrelevant, out of the joint's reading. No verdict is not "irrelevant": the passage is ranked as one
+    nobody judged (the mean of the verdicts given), and gets no one-passage candidate."""
+    llm = ScriptedBackend([REL, "B", IRREL, "Paris", "Paris", sup("fully_supported"), use(4),
+                           sup("fully_supported"), use(4)])
+    method = create_method("self_rag", llm, None, {"self_rag": {"critique": "separate"}})
+    response = await method.answer(OWN)
+    assert response.answer == "Paris"
+    assert response.num_llm_calls == 3 + 3 + 3  # three verdicts, one candidate, the joint
+    steps = [s for s in response.reasoning_chain if s.action == "evaluate_relevance"]
+    assert "ranked for the joint as not judged" in steps[1].observation
+    assert "ranked for the joint" not in steps[2].observation  # a real "irrelevant" stays one
+    ranked = next(s for s in response.reasoning_chain if s.action == "rank_evidence")
+    rows = ranked.details["passages"]
+    assert [r["judged"] for r in rows] == [True, False, True]
+    assert [r["model"] for r in rows] == [1.0, 0.5, 0.0]
+    assert rows[1]["kept"] is True
+    assert [c.passage.id for c in response.candidates if not c.details.get("joint")] == ["1"]
+
+
+async def test_with_no_usable_verdict_the_joint_reads_the_passages_over_an_open_corpus(france_retriever):
+    """No verdict at all is nothing to filter by: the joint reads the prior-ranked passages, where a
+    judge that rejected every passage leaves the answer to be written without them."""
+    llm = ScriptedBackend([json.dumps({"needs_retrieval": True}), "B", "B", "B", "Paris",
+                           sup("partially_supported"), use(4)])
+    response = await create_method("self_rag", llm, france_retriever,
+                                   {"self_rag": {"critique": "separate"}}).answer(QUESTION)
+    assert response.answer == "Paris" and response.num_llm_calls == 1 + 3 + 3
+    actions = [s.action for s in response.reasoning_chain]
+    assert "no_relevant_documents" not in actions and "direct_answer" not in actions
+    assert all(doc in llm.calls[4].prompt_text() for doc in (DOC_A, DOC_B, DOC_C))
+    assert response.candidates[0].details["joint"] is True
+
+
 @pytest.mark.parametrize(
     ("config", "answer", "abstained"),
     [

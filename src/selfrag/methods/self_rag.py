@@ -164,8 +164,8 @@ class SelfRAG(Method):
         forks = [run.fork() for _ in judged]
         joint_run = run.fork()
         if self.mode.filters_first:
-            chains, joint = await self._filter_then_answer(question, docs, judged, result.scores, forks,
-                                                           joint_run, wants_joint)
+            chains, joint, model = await self._filter_then_answer(question, docs, judged, result.scores, forks,
+                                                                  joint_run, wants_joint)
         else:
             work = [
                 self.mode.candidate(question, Passages((doc,), (i,)), fork)
@@ -176,13 +176,14 @@ class SelfRAG(Method):
             results = await gather_in_order(work)
             chains = list(results[: len(judged)])
             joint = results[len(judged)] if early is not None else None
+            model = verdicts(len(docs), chains)
         run.join(*forks, joint_run)
         candidates = [c for c in chains if c is not None]
-        if self.mode.filters_first and not candidates:
+        if self.mode.filters_first and not candidates and joint is None:
             overrule = not self._abstains and self._overrules_filter(run, docs)
             run.note(
                 NO_RELEVANT_DOCUMENTS,
-                thought="Every retrieved document was judged irrelevant.",
+                thought="No retrieved document was judged relevant.",
                 action_input=f"{len(docs)} documents",
                 observation=("The question supplied these passages: the joint candidate reads them anyway, "
                              "ranked by lexical evidence." if overrule else
@@ -199,12 +200,12 @@ class SelfRAG(Method):
         per_passage = list(candidates)
         floor = self.config.abstain_min_relevance
         if floor is not None and docs:
-            top = best_fused(question.text, docs, result.scores, verdicts(len(docs), chains))
+            top = best_fused(question.text, docs, result.scores, model)
             if why := relevance_floor_reason(top, floor):
                 seen = [joint, *candidates] if joint is not None else candidates
                 return self._abstain(run, len(docs), seen, why, self._would_answer(question, seen))
         if wants_joint and joint is None:
-            joint = await self._ranked_joint(question, docs, result.scores, verdicts(len(docs), chains), run)
+            joint = await self._ranked_joint(question, docs, result.scores, model, run)
         if joint is not None:
             candidates = [joint, *candidates]
         usable = answered = keep_answers(run, candidates, lambda c: c.text, question.text)
@@ -260,11 +261,12 @@ class SelfRAG(Method):
     async def _filter_then_answer(
         self, question: Question, docs: list[Document], judged: list[Document], scores: Sequence[float] | None,
         forks: list[Run], joint_run: Run, wants_joint: bool,
-    ) -> tuple[list[Candidate | None], Candidate | None]:
+    ) -> tuple[list[Candidate | None], Candidate | None, list[float | None]]:
         """``filters_first`` modes: a relevance verdict on each ``judged`` passage at once, then the kept
         passages' candidates and the joint at once (None per rejected passage; the joint is None when it
-        is not written here). The joint ranks every retrieved passage (one not judged counts as the mean
-        verdict, :func:`.self_rag_evidence.impute`).
+        is not written here), and the verdicts (1 / 0 per judged passage, None per passage not judged
+        or with no usable verdict). The joint ranks every retrieved passage (a None counts as the mean
+        verdict, :func:`.self_rag_evidence.impute`); only a passage judged relevant gets a candidate.
 
         The joint's ranking needs the verdicts, not the candidates' critiques, so it is written beside the
         candidates: two round trips fewer than after them, the same calls. Not when no passage was kept or
@@ -273,15 +275,18 @@ class SelfRAG(Method):
         one = [Passages((doc,), (i,)) for i, doc in enumerate(judged, start=1)]
         kept = await gather_in_order([self.mode.relevant(question, p, f) for p, f in zip(one, forks, strict=True)])
         work = [self.mode.candidate(question, p, f) for p, f, k in zip(one, forks, kept, strict=True) if k]
-        model: list[float | None] = [*(float(k) for k in kept), *[None] * (len(docs) - len(judged))]
+        model: list[float | None] = [*(None if k is None else float(k) for k in kept),
+                                     *[None] * (len(docs) - len(judged))]
         floor = relevance_floor_reason(best_fused(question.text, docs, scores, model),
                                        self.config.abstain_min_relevance)
-        with_joint = wants_joint and any(kept) and floor is None
+        # With no usable verdict at all there is nothing to filter by: the joint reads the passages as
+        # though none was judged (ranked by the prior), as it does when one is judged relevant.
+        with_joint = wants_joint and (any(kept) or all(k is None for k in kept)) and floor is None
         if with_joint:
             work.append(self._ranked_joint(question, docs, scores, model, joint_run))
         results = iter(await gather_in_order(work))
         chains = [next(results) if k else None for k in kept]
-        return chains, next(results) if with_joint else None
+        return chains, next(results) if with_joint else None, model
 
     async def _ranked_joint(self, question: Question, docs: list[Document], scores: Sequence[float] | None,
                             model: list[float | None], run: Run) -> Candidate:

@@ -3,8 +3,9 @@
 Each retrieved passage gets ``fused = (model + prior) / 2``: ``model`` is 1
 for a passage the mode judged relevant, 0 for one judged irrelevant (or
 dropped by the ``separate`` mode's filter), the critic's P(relevant) for
-``self_rag_critic``, and for a passage nobody judged the **mean of the judged
-passages' verdicts** (0.5 when none was judged). The mean, not a fixed 0.5:
+``self_rag_critic``, and for a passage nobody judged (or whose verdict reply
+was unusable) the **mean of the judged passages' verdicts** (0.5 when none
+was judged). The mean, not a fixed 0.5:
 ``self_rag`` judges only its first ``num_candidates`` passages and small
 models call nearly every passage relevant, so a fixed 0.5 ranked the
 retriever's top three above every unjudged passage whatever its lexical
