@@ -71,7 +71,7 @@ from .text import clean_answer
 from .trace import Run
 
 NO_ANSWER = "No answer."
-# The trace action of an answer written after every retrieved passage was judged irrelevant.
+# The trace action of an answer written when no retrieved passage was judged relevant.
 NO_RELEVANT_DOCUMENTS = "no_relevant_documents"
 
 
@@ -190,7 +190,7 @@ class SelfRAG(Method):
                              "Answering without context (relevant_docs_count = 0)."),
             )
             if self._abstains:
-                return self._abstain(run, len(docs), [], "every retrieved passage was judged irrelevant", None)
+                return self._abstain(run, len(docs), [], "no retrieved passage was judged relevant", None)
             if not overrule:
                 answer = await self._direct_answer(question, run, "No relevant documents; answer without context.")
                 return Outcome(answer=answer, retrieval_needed=True, details=self._details(True, len(docs), [], None))
