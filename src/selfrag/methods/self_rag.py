@@ -45,9 +45,7 @@ retrieval, 2 without; ``joint_candidate: false`` gives seed 000's ``1 + 2n``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
-
-from pydantic import Field
+from typing import Any
 
 from ..llm.base import chat
 from ..prompts import load_prompt, render
@@ -57,14 +55,14 @@ from ..types import ArchitectureType, Candidate, Document, Question
 from .abstention import ABSTAIN_ANSWER, note_abstention, relevance_floor_reason, unconfirmed_reason
 from .answer_format import answer_system
 from .answer_shape import keep_answers, malformed
-from .base import Method, MethodConfig, Outcome
-from .choice_reading import AnswerReading, reader_for
+from .base import Method, Outcome
+from .choice_reading import reader_for
 from .concurrency import gather_in_order
 from .context import answer_over
-from .facts_first import FactsFirst
 from .registry import register
 from .self_rag_candidates import candidate_row, cited_passages, note_selection
-from .self_rag_decision import DEFAULT_THRESHOLD, Calibration, decide_retrieval, decision_template
+from .self_rag_config import SelfRAGConfig
+from .self_rag_decision import Calibration, decide_retrieval, decision_template
 from .self_rag_evidence import best_fused, rank_evidence, verdicts
 from .self_rag_modes import MODES, Passages
 from .text import clean_answer
@@ -73,61 +71,6 @@ from .trace import Run
 NO_ANSWER = "No answer."
 # The trace action of an answer written when no retrieved passage was judged relevant.
 NO_RELEVANT_DOCUMENTS = "no_relevant_documents"
-
-
-class SelfRAGConfig(MethodConfig):
-    critique: Literal["combined", "fused", "separate"] = "combined"
-    top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
-    num_candidates: int = Field(3, ge=1)
-    max_context_tokens: int = Field(4000, ge=16)
-    # A retrieval-decision template with a {question} placeholder; None: the packaged one.
-    prompt_path: str | None = None
-    # Token cap for the short verdict calls (decision, relevance, support, utility).
-    critic_max_tokens: int = Field(32, ge=1)
-    # adaptive: the model decides (one call); always / never: skip that call and
-    # retrieve for every question / for none (the paper's forced-retrieval settings).
-    retrieval_mode: Literal["adaptive", "always", "never"] = "adaptive"
-    # Adaptive decision on a backend with log-probabilities: retrieve when P(yes) >= this;
-    # "auto": measured once per backend on written anchor questions (self_rag_decision.py).
-    retrieval_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["auto"] = DEFAULT_THRESHOLD
-    # One more candidate written over the best passages (joint_ranking below), at most this many.
-    joint_candidate: bool = True
-    joint_passages: int = Field(5, ge=2)
-    # Which passages the joint candidate reads. prior: the best by lexical evidence alone,
-    # chosen before any verdict, so the joint is written alongside the one-passage candidates;
-    # fused: the mode's relevance verdicts averaged with that evidence (waits for them);
-    # auto: fused for the separate mode, whose verdicts filter passages, prior otherwise.
-    joint_ranking: Literal["auto", "prior", "fused"] = "auto"
-    # The joint candidate writes the facts it uses, then "Answer: ..." (facts_first.py):
-    # for yes/no questions only (yes_no, the default: asked for the bare word, the 1.5B
-    # model said "yes" to 16 of 17), for every question (all: no better on held-out
-    # questions), or never (off: vanilla_rag's answer prompt).
-    facts_first: FactsFirst = "yes_no"
-    # How the joint's answer to a choice question (yes/no, yes/no/maybe, an option letter)
-    # is read: text, as written; calibrated, from the label probabilities with the prompt's
-    # content-free label bias divided out (choice_reading.py; after the facts for a
-    # facts_first joint; needs log-probabilities, else the text is read).
-    answer_reading: AnswerReading = "text"
-    # How the answer is chosen. joint_first: the joint candidate, unless it has no usable
-    # answer (the one-passage candidates are its fallbacks, ranked by the mode's rule);
-    # critique: the mode's rule over every candidate, the joint included (the paper's and
-    # seed 000's rule). joint_first is the default because on the benchmark models the
-    # written support and utility verdicts did not tell right answers from wrong ones
-    # (docs/methods.md), so letting them overturn the answer written from all the
-    # evidence only added noise.
-    selection: Literal["joint_first", "critique"] = "joint_first"
-    # adaptive, and the question came with its own documents (a dataset's contexts):
-    # retrieve without asking, since whoever asked supplied the evidence.
-    retrieve_own_evidence: bool = True
-    # Abstention (issue 17; off, as in the seeds): answer ABSTAIN_ANSWER and record
-    # abstained: true when no usable candidate has a support verdict at least this good ...
-    abstain_below: Literal["partially_supported", "fully_supported"] | None = None
-    # ... or when no retrieved passage's fused relevance (verdict and lexical evidence,
-    # self_rag_evidence.py) reaches this (checked once the one-passage verdicts are in).
-    abstain_min_relevance: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
-    # ... or when no other usable candidate (written from other passages) gives the same answer
-    # as the selected one (abstention.py: token F1 >= 0.5).
-    abstain_unconfirmed: bool = False
 
 
 @register
