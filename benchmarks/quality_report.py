@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from quality_carry import carried_note
-from quality_runs import BASELINE, DATASETS
+from quality_runs import BASELINE, DATASETS, VARIANT_LIST
 
 METRIC_NAMES = {"em": "EM", "f1": "F1", "accuracy": "accuracy", "yesno": "yes/no acc.",
                 "answered_yes": "answered yes", "gold_yes": "gold yes"}
@@ -224,6 +224,38 @@ def render(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# The datasets of the at-a-glance matrix, with their column titles; hotpotqa_mix is left out (its
+# point is abstention, which one F1 cell cannot say).
+GLANCE = {"hotpotqa": "HotpotQA F1", "hotpotqa_yesno": "yes/no acc.", "hotpotqa_next": "HotpotQA 200-299 F1",
+          "pubmedqa": "PubMedQA acc.", "mmlu_evidence": "MMLU-evidence acc."}
+
+
+def _glance_cell(row: dict[str, Any] | None, metric: str) -> str:
+    if row is None or not row.get("n"):
+        return "–"
+    value = _f(row["metrics"].get(metric))
+    cmp = row.get("vs_baseline")
+    n = f"n={row['n']}" if row["partial"] or row["n"] != row["target_n"] else ""
+    if row["variant"] == BASELINE or not cmp:
+        return f"{value} ({n})" if n else value
+    mark = " ▲" if cmp["lo"] > 0 else " ▼" if cmp["hi"] < 0 else ""
+    return f"{value} ({cmp['diff']:+.3f}{mark}{', ' + n if n else ''})"
+
+
+def glance(data: dict[str, Any]) -> list[str]:
+    """One model's methods x datasets: the headline metric and its paired difference to the baseline."""
+    rows = {(r["dataset"], r["variant"]): r for r in data.get("rows", [])}
+    names = [name for name in GLANCE if any(d == name for d, _ in rows)]
+    variants = [v.name for v in VARIANT_LIST if any((name, v.name) in rows for name in names)]
+    if not names:
+        return []
+    lines = ["| method | " + " | ".join(GLANCE[name] for name in names) + " |", "|---|" + "---|" * len(names)]
+    for variant in variants:
+        cells = [_glance_cell(rows.get((name, variant)), DATASETS[name].metric) for name in names]
+        lines.append(f"| `{variant}` | " + " | ".join(cells) + " |")
+    return lines
+
+
 def index(out: Path) -> str:
     """``quality.md``: every per-model report in ``out`` with its date, commit and n."""
     lines = [
@@ -234,12 +266,15 @@ def index(out: Path) -> str:
         "| model | report | date | commit | n per dataset |",
         "|---|---|---|---|---|",
     ]
+    matrices: list[str] = []
     for path in sorted(out.glob("quality_*.json")):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             env = data["environment"]
         except (OSError, ValueError, KeyError):
             continue
+        if table := glance(data):
+            matrices += ["", f"### {env.get('model_tag') or path.stem.removeprefix('quality_')}", "", *table]
         ns = []
         for name in DATASETS:
             rows = [r for r in data.get("rows", []) if r.get("dataset") == name]
@@ -251,6 +286,12 @@ def index(out: Path) -> str:
             f"| {env.get('model_tag') or path.stem.removeprefix('quality_')} | [{path.stem}.md]({path.stem}.md) | {env.get('date')} | "
             f"{env.get('commit')} | {', '.join(ns) or '–'} |"
         )
+    if matrices:
+        lines += ["", "## At a glance", "",
+                  f"Each method's headline metric on the questions it answered and, in brackets, its paired "
+                  f"difference to `{BASELINE}` on the same questions: ▲ when the bootstrap 95% interval of that "
+                  f"difference lies above 0, ▼ when it lies below 0, no mark when it includes 0; n is given where "
+                  f"a run is partial. Intervals and per-question counts are in each model's report.", *matrices]
     return "\n".join([*lines, ""])
 
 

@@ -637,3 +637,21 @@ def test_the_dev_relevance_run_reads_a_later_range_and_resumes(tmp_path, monkeyp
     assert relevance_dev.main(["--llm", f"scripted:{script}", "--skip", "300", "--n", "2"]) == 0  # resumes: no new line
     assert len((tmp_path / "dev_300.jsonl").read_text().splitlines()) == 2
     assert '"questions": 2' in capsys.readouterr().out
+
+
+def test_glance_matrix_marks_intervals_and_partial_runs():
+    def row(dataset, variant, value, metric, n=100, target=100, cmp=None):
+        return {"dataset": dataset, "variant": variant, "n": n, "target_n": target, "partial": n < target,
+                "metrics": {metric: value}, "vs_baseline": cmp}
+    rows = [row("hotpotqa", "vanilla_rag", 0.5, "f1"),
+            row("hotpotqa", "self_rag", 0.6, "f1", cmp={"diff": 0.1, "lo": 0.02, "hi": 0.18, "n": 100}),
+            row("hotpotqa", "self_corrective", 0.45, "f1", cmp={"diff": -0.05, "lo": -0.1, "hi": 0.01, "n": 100}),
+            row("pubmedqa", "self_rag", 0.4, "accuracy", n=20, target=50,
+                cmp={"diff": -0.1, "lo": -0.2, "hi": -0.05, "n": 20}),
+            row("hotpotqa_mix", "self_rag", 0.3, "f1")]
+    lines = quality_report.glance({"rows": rows})
+    assert lines[0] == "| method | HotpotQA F1 | PubMedQA acc. |"  # hotpotqa_mix is not a column
+    assert "| `vanilla_rag` | 0.500 | – |" in lines
+    assert "| `self_rag` | 0.600 (+0.100 ▲) | 0.400 (-0.100 ▼, n=20) |" in lines
+    assert "| `self_corrective` | 0.450 (-0.050) | – |" in lines  # the interval includes 0: no mark
+    assert quality_report.glance({"rows": [row("hotpotqa_mix", "self_rag", 0.3, "f1")]}) == []
