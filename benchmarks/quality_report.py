@@ -238,7 +238,8 @@ def _glance_cell(row: dict[str, Any] | None, metric: str) -> str:
     n = f"n={row['n']}" if row["partial"] or row["n"] != row["target_n"] else ""
     if row["variant"] == BASELINE or not cmp:
         return f"{value} ({n})" if n else value
-    mark = " ▲" if cmp["lo"] > 0 else " ▼" if cmp["hi"] < 0 else ""
+    # Judged on the interval as printed: a lower end of +0.0001 reads "+0.000", which is not above 0.
+    mark = " ▲" if round(cmp["lo"], 3) > 0 else " ▼" if round(cmp["hi"], 3) < 0 else ""
     return f"{value} ({cmp['diff']:+.3f}{mark}{', ' + n if n else ''})"
 
 

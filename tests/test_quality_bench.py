@@ -655,3 +655,6 @@ def test_glance_matrix_marks_intervals_and_partial_runs():
     assert "| `self_rag` | 0.600 (+0.100 ▲) | 0.400 (-0.100 ▼, n=20) |" in lines
     assert "| `self_corrective` | 0.450 (-0.050) | – |" in lines  # the interval includes 0: no mark
     assert quality_report.glance({"rows": [row("hotpotqa_mix", "self_rag", 0.3, "f1")]}) == []
+    # A lower end that prints as +0.000 is not marked as above 0.
+    edge = row("hotpotqa", "self_rag", 0.6, "f1", cmp={"diff": 0.03, "lo": 0.0001, "hi": 0.07, "n": 100})
+    assert "| `self_rag` | 0.600 (+0.030) |" in quality_report.glance({"rows": [edge]})
