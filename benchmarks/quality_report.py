@@ -257,8 +257,50 @@ def glance(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+GLANCE_START = "<!-- quality at a glance: start (benchmarks/quality.py writes this block) -->"
+GLANCE_END = "<!-- quality at a glance: end -->"
+
+
+def _reports(out: Path) -> list[tuple[Path, dict[str, Any]]]:
+    found = []
+    for path in sorted(out.glob("quality_*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            data["environment"]["model_tag"] = data["environment"].get("model_tag") or path.stem.removeprefix("quality_")
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        found.append((path, data))
+    return found
+
+
+def glance_text(out: Path) -> str:
+    """Every model's at-a-glance matrix with its legend ("" when no report has one)."""
+    matrices: list[str] = []
+    for _, data in _reports(out):
+        if table := glance(data):
+            env = data["environment"]
+            matrices += ["", f"**{env['model_tag']}** (report of {env.get('date')}, commit {env.get('commit')}):", "",
+                         *table]
+    if not matrices:
+        return ""
+    legend = (f"Each method's headline metric on the questions it answered and, in brackets, its paired "
+              f"difference to `{BASELINE}` on the same questions: ▲ when the bootstrap 95% interval of that "
+              f"difference lies above 0, ▼ when it lies below 0 (as printed, to 3 decimals), no mark when it "
+              f"includes 0; n is given where a run is partial. Intervals and per-question counts are in each "
+              f"model's report.")
+    return "\n".join([legend, *matrices]) + "\n"
+
+
+def with_glance(readme: str, block: str) -> str | None:
+    """``readme`` with the text between the glance markers replaced by ``block`` (None: no markers)."""
+    i, j = readme.find(GLANCE_START), readme.find(GLANCE_END)
+    if i < 0 or j < i:
+        return None
+    return readme[: i + len(GLANCE_START)] + "\n" + block + readme[j:]
+
+
 def index(out: Path) -> str:
-    """``quality.md``: every per-model report in ``out`` with its date, commit and n."""
+    """``quality.md``: every per-model report in ``out`` with its date, commit and n, then the glance matrices."""
     lines = [
         "# Quality and cost per method",
         "",
@@ -267,15 +309,8 @@ def index(out: Path) -> str:
         "| model | report | date | commit | n per dataset |",
         "|---|---|---|---|---|",
     ]
-    matrices: list[str] = []
-    for path in sorted(out.glob("quality_*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            env = data["environment"]
-        except (OSError, ValueError, KeyError):
-            continue
-        if table := glance(data):
-            matrices += ["", f"### {env.get('model_tag') or path.stem.removeprefix('quality_')}", "", *table]
+    for path, data in _reports(out):
+        env = data["environment"]
         ns = []
         for name in DATASETS:
             rows = [r for r in data.get("rows", []) if r.get("dataset") == name]
@@ -284,15 +319,11 @@ def index(out: Path) -> str:
                 partial = any(r.get("partial") for r in rows)
                 ns.append(f"{name} {top}" + (" (partial)" if partial else ""))
         lines.append(
-            f"| {env.get('model_tag') or path.stem.removeprefix('quality_')} | [{path.stem}.md]({path.stem}.md) | {env.get('date')} | "
+            f"| {env['model_tag']} | [{path.stem}.md]({path.stem}.md) | {env.get('date')} | "
             f"{env.get('commit')} | {', '.join(ns) or '–'} |"
         )
-    if matrices:
-        lines += ["", "## At a glance", "",
-                  f"Each method's headline metric on the questions it answered and, in brackets, its paired "
-                  f"difference to `{BASELINE}` on the same questions: ▲ when the bootstrap 95% interval of that "
-                  f"difference lies above 0, ▼ when it lies below 0, no mark when it includes 0; n is given where "
-                  f"a run is partial. Intervals and per-question counts are in each model's report.", *matrices]
+    if block := glance_text(out):
+        lines += ["", "## At a glance", "", block.rstrip("\n")]
     return "\n".join([*lines, ""])
 
 

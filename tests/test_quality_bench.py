@@ -658,3 +658,21 @@ def test_glance_matrix_marks_intervals_and_partial_runs():
     # A lower end that prints as +0.000 is not marked as above 0.
     edge = row("hotpotqa", "self_rag", 0.6, "f1", cmp={"diff": 0.03, "lo": 0.0001, "hi": 0.07, "n": 100})
     assert "| `self_rag` | 0.600 (+0.030) |" in quality_report.glance({"rows": [edge]})
+
+
+def test_with_glance_replaces_only_the_marked_block():
+    readme = f"intro\n{quality_report.GLANCE_START}\nold table\n{quality_report.GLANCE_END}\nrest\n"
+    assert quality_report.with_glance(readme, "new table\n") == (
+        f"intro\n{quality_report.GLANCE_START}\nnew table\n{quality_report.GLANCE_END}\nrest\n")
+    assert quality_report.with_glance("no markers here\n", "new table\n") is None
+
+
+def test_readme_glance_is_the_committed_reports_matrix():
+    # The README's results-at-a-glance block must say what the committed reports say: a report
+    # rewritten without the README (say, by a run from another checkout) fails here until
+    # `python benchmarks/quality.py --report-only --llm ...` is run in this one.
+    readme = (BENCH.parent / "README.md").read_text(encoding="utf-8")
+    block = quality_report.glance_text(BENCH / "results")
+    if not block:
+        pytest.skip("no quality report is committed")
+    assert quality_report.with_glance(readme, block) == readme
