@@ -46,7 +46,7 @@ from quality_critics import (
     support_rows,
 )
 from quality_kept import has_predictions, predictions
-from quality_report import glance_text, index, plot, render, with_glance
+from quality_report import glance_text, index, load_reports, plot, render, with_glance
 from quality_runs import (
     BASELINE,
     DATA,
@@ -157,11 +157,12 @@ def write_reports(args: Any) -> Path:
     if plot(data["rows"], png, args.tag):
         text = text.rstrip("\n") + f"\n\n![HotpotQA F1 against tokens per question]({png.name})\n"
     base.with_name(base.name + ".md").write_text(text, encoding="utf-8")
-    (args.out / "quality.md").write_text(index(args.out), encoding="utf-8")
+    reports = load_reports(args.out)
+    (args.out / "quality.md").write_text(index(reports), encoding="utf-8")
     readme = HERE.parent / "README.md"
     if args.out.resolve() == (HERE / "results").resolve() and readme.is_file():
         # The README's results-at-a-glance block is these reports' own matrix, never typed by hand.
-        text = with_glance(readme.read_text(encoding="utf-8"), glance_text(args.out))
+        text = with_glance(readme.read_text(encoding="utf-8"), glance_text(reports))
         if text is not None:
             readme.write_text(text, encoding="utf-8")
     return base.with_name(base.name + ".md")

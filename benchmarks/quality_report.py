@@ -235,7 +235,7 @@ def _glance_cell(row: dict[str, Any] | None, metric: str) -> str:
         return "–"
     value = _f(row["metrics"].get(metric))
     cmp = row.get("vs_baseline")
-    n = f"n={row['n']}" if row["partial"] or row["n"] != row["target_n"] else ""
+    n = f"n={row['n']}" if row["partial"] else ""
     if row["variant"] == BASELINE or not cmp:
         return f"{value} ({n})" if n else value
     # Judged on the interval as printed: a lower end of +0.0001 reads "+0.000", which is not above 0.
@@ -261,26 +261,29 @@ GLANCE_START = "<!-- quality at a glance: start (benchmarks/quality.py writes th
 GLANCE_END = "<!-- quality at a glance: end -->"
 
 
-def _reports(out: Path) -> list[tuple[Path, dict[str, Any]]]:
+Report = tuple[str, str, dict[str, Any]]  # (file stem, model tag, the report's JSON)
+
+
+def load_reports(out: Path) -> list[Report]:
+    """Every readable ``quality_<model_tag>.json`` in ``out``, read once for the index and the README."""
     found = []
     for path in sorted(out.glob("quality_*.json")):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            data["environment"]["model_tag"] = data["environment"].get("model_tag") or path.stem.removeprefix("quality_")
-        except (OSError, ValueError, KeyError, TypeError):
+            tag = data["environment"].get("model_tag") or path.stem.removeprefix("quality_")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
-        found.append((path, data))
+        found.append((path.stem, tag, data))
     return found
 
 
-def glance_text(out: Path) -> str:
+def glance_text(reports: list[Report]) -> str:
     """Every model's at-a-glance matrix with its legend ("" when no report has one)."""
     matrices: list[str] = []
-    for _, data in _reports(out):
+    for _, tag, data in reports:
         if table := glance(data):
             env = data["environment"]
-            matrices += ["", f"**{env['model_tag']}** (report of {env.get('date')}, commit {env.get('commit')}):", "",
-                         *table]
+            matrices += ["", f"**{tag}** (report of {env.get('date')}, commit {env.get('commit')}):", "", *table]
     if not matrices:
         return ""
     legend = (f"Each method's headline metric on the questions it answered and, in brackets, its paired "
@@ -299,8 +302,8 @@ def with_glance(readme: str, block: str) -> str | None:
     return readme[: i + len(GLANCE_START)] + "\n" + block + readme[j:]
 
 
-def index(out: Path) -> str:
-    """``quality.md``: every per-model report in ``out`` with its date, commit and n, then the glance matrices."""
+def index(reports: list[Report]) -> str:
+    """``quality.md``: every per-model report with its date, commit and n, then the glance matrices."""
     lines = [
         "# Quality and cost per method",
         "",
@@ -309,7 +312,7 @@ def index(out: Path) -> str:
         "| model | report | date | commit | n per dataset |",
         "|---|---|---|---|---|",
     ]
-    for path, data in _reports(out):
+    for stem, tag, data in reports:
         env = data["environment"]
         ns = []
         for name in DATASETS:
@@ -319,10 +322,10 @@ def index(out: Path) -> str:
                 partial = any(r.get("partial") for r in rows)
                 ns.append(f"{name} {top}" + (" (partial)" if partial else ""))
         lines.append(
-            f"| {env['model_tag']} | [{path.stem}.md]({path.stem}.md) | {env.get('date')} | "
+            f"| {tag} | [{stem}.md]({stem}.md) | {env.get('date')} | "
             f"{env.get('commit')} | {', '.join(ns) or '–'} |"
         )
-    if block := glance_text(out):
+    if block := glance_text(reports):
         lines += ["", "## At a glance", "", block.rstrip("\n")]
     return "\n".join([*lines, ""])
 

@@ -191,7 +191,7 @@ def test_report_renders_a_partial_run_with_its_own_n(tmp_path):
     assert "| 1.000 | vs question likelihood alone on the same paragraphs +0.030 [+0.010, +0.050] (questions resampled) |" in text
     (tmp_path / "quality_x.json").write_text(json.dumps(data))
     assert "| x | [quality_x.md](quality_x.md) | 2026-01-01 00:00 UTC | abc1234 | hotpotqa 4 (partial) |" in (
-        quality_report.index(tmp_path))
+        quality_report.index(quality_report.load_reports(tmp_path)))
 
 
 def _mix(qid, *, answerable, truthful, abstained=False):
@@ -672,7 +672,7 @@ def test_readme_glance_is_the_committed_reports_matrix():
     # rewritten without the README (say, by a run from another checkout) fails here until
     # `python benchmarks/quality.py --report-only --llm ...` is run in this one.
     readme = (BENCH.parent / "README.md").read_text(encoding="utf-8")
-    block = quality_report.glance_text(BENCH / "results")
+    block = quality_report.glance_text(quality_report.load_reports(BENCH / "results"))
     if not block:
         pytest.skip("no quality report is committed")
     assert quality_report.with_glance(readme, block) == readme
