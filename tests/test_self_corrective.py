@@ -245,6 +245,39 @@ async def test_works_on_a_real_bm25_index():
     assert r.answer == "2006" and r.details["iterations"][1]["documents"][0]["id"] == "iau"
 
 
+YES_NO = "Was Pluto reclassified before Eris was found?"
+
+
+async def test_a_yes_no_question_is_answered_after_the_facts_as_self_rags_joint():
+    # Issue 16: every method answers a yes/no question the same way; self_corrective used
+    # vanilla_rag's bare-word prompt, which the 1.5B benchmark model answers "yes" nearly always.
+    table = {YES_NO: ["iau", "eris"]}
+    facts = "- Pluto: reclassified in 2006\n- Eris: found in 2005\nAnswer: no"
+    method, llm, _ = make(["DECISION: YES\nREASON: both years are given.", facts], table)
+    r = await method.answer(YES_NO)
+    assert r.answer == "no" and r.num_llm_calls == 2
+    assert actions(r) == ["retrieve", "reflect", "generate_after_facts"]
+    assert "In 2006 the IAU" in user_prompt(llm, 1) and "Answer: yes" in user_prompt(llm, 1)
+    # With facts_first off, the answer call is vanilla_rag's again, and a sentence still reads as yes/no.
+    method, llm, _ = make(["DECISION: YES", "No, Eris was found first."], table, facts_first="off")
+    r = await method.answer(YES_NO)
+    assert r.answer == "no" and actions(r) == ["retrieve", "reflect", "generate"]
+
+
+async def test_after_exhaustion_the_yes_no_facts_are_written_over_the_fused_documents():
+    table = {YES_NO: ["pluto"], "Eris discovery year": ["eris"]}
+    script = [
+        "DECISION: NO\nREASON: no year for Eris", "Eris discovery year", "DECISION: NO\nREASON: still unsure",
+        "- Pluto: discovered in 1930\n- Eris: found in 2005\nAnswer: yes",
+    ]
+    method, llm, _ = make(script, table, max_iterations=2)
+    r = await method.answer(YES_NO)
+    assert r.answer == "yes" and r.details["stopped"] == "exhausted"
+    last = user_prompt(llm, 3)
+    assert "Clyde Tombaugh" in last and "Eris is a dwarf planet found in 2005" in last
+    assert r.reasoning_chain[-1].action == "generate_after_facts"
+
+
 def test_fuse_results_prefers_documents_found_by_several_queries():
     def res(*ids):
         return RetrievalResult(documents=tuple(DOCS[i] for i in ids), scores=(1.0,) * len(ids), query="q")

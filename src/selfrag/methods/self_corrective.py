@@ -6,6 +6,11 @@ from them and stop. NO: rewrite the query using the stated reason and try
 again. When the iterations run out (or a rewrite repeats an earlier query),
 the answer comes from the best documents seen across all iterations, ranked
 by reciprocal-rank fusion of the iterations' result lists.
+
+The answer is written the way ``self_rag``'s joint candidate writes its own
+(:mod:`.joint_answer`): for a yes/no question the facts it compares first,
+then ``Answer: yes`` or ``no`` (``facts_first: yes_no``); otherwise
+``vanilla_rag``'s answer call over the documents chosen.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from ..prompts import load_prompt, render
 from ..reflection.decisions import NO, Decision, clean_query, normalize_query, parse_decision
 from ..types import ArchitectureType, Document, Question, RetrievalResult
 from .base import Method, MethodConfig, Outcome
-from .context import answer_over, build_context
+from .choice_reading import AnswerReading, reader_for
+from .context import build_context
+from .facts_first import FactsFirst
+from .joint_answer import joint_answer
 from .registry import register
-from .text import clean_answer
 from .trace import Run
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
@@ -34,6 +41,11 @@ class SelfCorrectiveConfig(MethodConfig):
     max_context_tokens: int = Field(1500, ge=16)
     reflect_max_tokens: int = Field(64, ge=1)
     reformulate_max_tokens: int = Field(32, ge=1)
+    # How the answer is written, as self_rag's joint candidate (joint_answer.py): the facts first
+    # for yes/no questions (yes_no), every question (all) or none (off); a choice answer read from
+    # calibrated label probabilities (calibrated) or as written (text).
+    facts_first: FactsFirst = "yes_no"
+    answer_reading: AnswerReading = "text"
 
 
 def fuse_results(results: Sequence[RetrievalResult], top_k: int) -> list[tuple[Document, float, list[int]]]:
@@ -69,6 +81,10 @@ class SelfCorrectiveRAG(Method):
     type = ArchitectureType.AGENTIC
     config_section = "self_corrective"
     Config = SelfCorrectiveConfig
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reader = reader_for(self.config.answer_reading)
 
     def _capped(self, limit: int) -> int:
         return min(limit, int(self.llm_params["max_tokens"]))
@@ -123,10 +139,13 @@ class SelfCorrectiveRAG(Method):
         step.details.update(iteration=iteration, query=query, reformulated_query=new_query)
         return new_query
 
-    async def _generate(self, run: Run, question: Question, docs: Sequence[Document], why: str) -> str:
-        # vanilla_rag's answer call over the documents chosen.
-        step, _, _ = await answer_over(run, question, docs, self.config.max_context_tokens, thought=why)
-        return clean_answer(step.text)
+    async def _generate(self, run: Run, question: Question, docs: Sequence[Document], name: str) -> str:
+        # Written as self_rag's joint candidate: vanilla_rag's answer call, facts first for yes/no.
+        _, _, answer = await joint_answer(
+            run, question, docs, self.config.max_context_tokens, name=name,
+            facts_first=self.config.facts_first, reader=self.reader,
+        )
+        return answer
 
     async def _answer(self, question: Question, run: Run) -> Outcome:
         cfg = self.config
@@ -151,8 +170,7 @@ class SelfCorrectiveRAG(Method):
                 }
             )
             if decision.accepted:
-                why = f"Answer from iteration {i}'s documents."
-                answer = await self._generate(run, question, result.documents, why)
+                answer = await self._generate(run, question, result.documents, f"iteration {i}'s documents")
                 used = {"from": "accepted", "iteration": i, "documents": _doc_refs(result.documents)}
                 return self._outcome(answer, "accepted", iterations, used)
             if i == cfg.max_iterations:
@@ -193,7 +211,7 @@ class SelfCorrectiveRAG(Method):
             observation="Best documents: " + ", ".join(d.title or d.id for d in docs),
             details={"strategy": "reciprocal_rank_fusion", "rrf_k": RRF_K, "documents": chosen},
         )
-        answer = await self._generate(run, question, docs, "Answer from the best documents seen.")
+        answer = await self._generate(run, question, docs, "the best documents seen")
         return self._outcome(answer, stopped, iterations, {"from": "reciprocal_rank_fusion", "documents": chosen})
 
     @staticmethod
