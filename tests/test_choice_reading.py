@@ -149,3 +149,18 @@ async def test_self_rag_reads_an_option_joint_over_the_passages(retriever):
     r = await create_method("self_rag", llm, retriever, cfg).answer(MMLU)
     assert r.answer == "B"
     assert sum(s.action == "read_choice" for s in r.reasoning_chain) == 1
+
+
+async def test_self_corrective_reads_its_option_answer_like_self_rags_joint(france_retriever):
+    # The accepted search's answer goes through the same reader as self_rag's joint: B, not the biased A.
+    llm = ScriptedBackend({
+        "Can the documents above answer the question completely?": "YES. The documents name the organ.",
+        **mmlu_script(logs(A=0.6, B=0.3, C=0.05, D=0.05), logs(A=0.9, B=0.05, C=0.03, D=0.02)),
+    })
+    cfg = {"self_corrective": {"answer_reading": "calibrated"}}
+    r = await create_method("self_corrective", llm, france_retriever, cfg).answer(MMLU)
+    assert r.answer == "B" and r.details["stopped"] == "accepted"
+    assert [s.action for s in r.reasoning_chain][:3] == ["retrieve", "reflect", "read_choice"]
+    # The default reads the written letter.
+    r = await create_method("self_corrective", llm, france_retriever, {}).answer(MMLU)
+    assert r.answer == "A"

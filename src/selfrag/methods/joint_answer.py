@@ -1,8 +1,9 @@
 """The answer of a joint candidate: one answer written from several passages together.
 
 ``self_rag`` (every critique mode) and ``self_rag_critic`` write their joint
-candidate the same way, and ``self_rag_segment`` its short answer over the best
-beam's passages (without a calibrated reader):
+candidate the same way, ``self_corrective`` its answer over the documents it
+chose, and ``self_rag_segment`` its short answer over the best beam's passages
+(without a calibrated reader):
 
 1. with ``facts_first`` (``yes_no``: for yes/no questions; ``all``: for every
    question), the facts-then-answer call of :mod:`.facts_first`;
