@@ -21,11 +21,29 @@ from collections.abc import Sequence
 
 from ..types import Document, Question
 from .answer_shape import is_yes_no
-from .choice_reading import ChoiceReader, read_over_passages
+from .base import MethodConfig
+from .choice_reading import AnswerReading, ChoiceReader, read_over_passages
 from .context import answer_over
-from .facts_first import answer_after_facts
+from .facts_first import FactsFirst, answer_after_facts
 from .text import clean_answer
 from .trace import Run, StepRecord
+
+
+class JointAnswerConfig(MethodConfig):
+    """The settings of a method that writes a joint answer, with the same defaults in each.
+
+    ``facts_first``: the facts first, then "Answer: ...", for yes/no questions only
+    (``yes_no``: asked for the bare word, the 1.5B benchmark model said "yes" to 16 of 17),
+    for every question (``all``: no better on held-out questions) or never (``off``:
+    ``vanilla_rag``'s answer prompt). ``answer_reading``: a choice answer (yes/no,
+    yes/no/maybe, an option letter) as written (``text``) or read from the label
+    probabilities with the prompt's content-free bias divided out (``calibrated``,
+    :mod:`.choice_reading`; after the facts for a facts-first answer; needs
+    log-probabilities, else the text is read).
+    """
+
+    facts_first: FactsFirst = "yes_no"
+    answer_reading: AnswerReading = "text"
 
 
 def wants_facts(facts_first: str, question: Question) -> bool:

@@ -24,28 +24,23 @@ from ..llm.base import chat
 from ..prompts import load_prompt, render
 from ..reflection.decisions import NO, Decision, clean_query, normalize_query, parse_decision
 from ..types import ArchitectureType, Document, Question, RetrievalResult
-from .base import Method, MethodConfig, Outcome
-from .choice_reading import AnswerReading, reader_for
+from .base import Method, Outcome
+from .choice_reading import reader_for
 from .context import build_context
-from .facts_first import FactsFirst
-from .joint_answer import joint_answer
+from .joint_answer import JointAnswerConfig, joint_answer
 from .registry import register
 from .trace import Run
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 
 
-class SelfCorrectiveConfig(MethodConfig):
+class SelfCorrectiveConfig(JointAnswerConfig):
     top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
     max_iterations: int = Field(3, ge=1, le=20)
     max_context_tokens: int = Field(1500, ge=16)
     reflect_max_tokens: int = Field(64, ge=1)
     reformulate_max_tokens: int = Field(32, ge=1)
-    # How the answer is written, as self_rag's joint candidate (joint_answer.py): the facts first
-    # for yes/no questions (yes_no), every question (all) or none (off); a choice answer read from
-    # calibrated label probabilities (calibrated) or as written (text).
-    facts_first: FactsFirst = "yes_no"
-    answer_reading: AnswerReading = "text"
+    # facts_first and answer_reading (JointAnswerConfig): how the answer is written, as self_rag's joint.
 
 
 def fuse_results(results: Sequence[RetrievalResult], top_k: int) -> list[tuple[Document, float, list[int]]]:

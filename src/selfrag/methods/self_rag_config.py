@@ -6,13 +6,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from .base import MethodConfig
-from .choice_reading import AnswerReading
-from .facts_first import FactsFirst
+from .joint_answer import JointAnswerConfig
 from .self_rag_decision import DEFAULT_THRESHOLD
 
 
-class SelfRAGConfig(MethodConfig):
+class SelfRAGConfig(JointAnswerConfig):
     critique: Literal["combined", "fused", "separate"] = "combined"
     top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
     num_candidates: int = Field(3, ge=1)
@@ -35,16 +33,8 @@ class SelfRAGConfig(MethodConfig):
     # fused: the mode's relevance verdicts averaged with that evidence (waits for them);
     # auto: fused for the separate mode, whose verdicts filter passages, prior otherwise.
     joint_ranking: Literal["auto", "prior", "fused"] = "auto"
-    # The joint candidate writes the facts it uses, then "Answer: ..." (facts_first.py):
-    # for yes/no questions only (yes_no, the default: asked for the bare word, the 1.5B
-    # model said "yes" to 16 of 17), for every question (all: no better on held-out
-    # questions), or never (off: vanilla_rag's answer prompt).
-    facts_first: FactsFirst = "yes_no"
-    # How the joint's answer to a choice question (yes/no, yes/no/maybe, an option letter)
-    # is read: text, as written; calibrated, from the label probabilities with the prompt's
-    # content-free label bias divided out (choice_reading.py; after the facts for a
-    # facts_first joint; needs log-probabilities, else the text is read).
-    answer_reading: AnswerReading = "text"
+    # facts_first and answer_reading (JointAnswerConfig, joint_answer.py): how the joint
+    # candidate's answer is written and read.
     # How the answer is chosen. joint_first: the joint candidate, unless it has no usable
     # answer (the one-passage candidates are its fallbacks, ranked by the mode's rule);
     # critique: the mode's rule over every candidate, the joint included (the paper's and

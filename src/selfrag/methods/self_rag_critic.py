@@ -19,8 +19,8 @@ from ..types import ArchitectureType, Document, Question, RetrievalResult
 from .abstention import ABSTAIN_ANSWER, note_abstention, relevance_floor_reason
 from .answer_format import answer_format
 from .answer_shape import keep_answers
-from .base import Method, MethodConfig, Outcome
-from .choice_reading import AnswerReading, reader_for
+from .base import Method, Outcome
+from .choice_reading import reader_for
 from .critique import Critic, CriticConfig, Task
 from .critique import drafts as write_drafts
 from .critique.drafts import critiqued_answer
@@ -35,15 +35,14 @@ from .critique.stages import (
     critic_rerank,
     self_reflect,
 )
-from .facts_first import FactsFirst
-from .joint_answer import joint_answer
+from .joint_answer import JointAnswerConfig, joint_answer
 from .registry import register
 from .self_rag_evidence import Ranked, rank_evidence
 from .text import clean_answer
 from .trace import Run
 
 
-class SelfRagCriticConfig(MethodConfig):
+class SelfRagCriticConfig(JointAnswerConfig):
     top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
     max_answer_tokens: int = Field(64, ge=1)
     critic: CriticConfig = Field(default_factory=CriticConfig)
@@ -60,11 +59,7 @@ class SelfRagCriticConfig(MethodConfig):
     selection: Literal["joint_first", "critique"] = "joint_first"
     # Context budget of the joint draft's answer call (vanilla_rag's prompt).
     max_context_tokens: int = Field(4000, ge=16)
-    # How the joint draft's answer is written, as in self_rag (joint_answer.py): the facts
-    # first for yes/no questions (yes_no), every question (all) or none (off); a choice
-    # answer read from calibrated label probabilities (calibrated) or as written (text).
-    facts_first: FactsFirst = "yes_no"
-    answer_reading: AnswerReading = "text"
+    # facts_first and answer_reading (JointAnswerConfig): how the joint draft's answer is written.
     # Abstention (issue 17; off, as in the seeds): answer "insufficient evidence" when no retrieved
     # passage's fused relevance reaches this (checked before the joint draft is written).
     abstain_min_relevance: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
