@@ -22,13 +22,13 @@ from pydantic import Field
 
 from ..llm.base import chat
 from ..prompts import load_prompt, render
-from ..reflection.decisions import NO, Decision, clean_query, normalize_query, parse_decision
+from ..reflection.decisions import NO, Decision, clean_query, normalize_query
 from ..types import ArchitectureType, Document, Question, RetrievalResult
 from .base import Method, Outcome
 from .choice_reading import reader_for
-from .context import build_context
 from .joint_answer import JointAnswerConfig, joint_answer
 from .registry import register
+from .sufficiency import JudgeReading, describe, judge_documents
 from .trace import Run
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
@@ -40,6 +40,10 @@ class SelfCorrectiveConfig(JointAnswerConfig):
     max_context_tokens: int = Field(1500, ge=16)
     reflect_max_tokens: int = Field(64, ge=1)
     reformulate_max_tokens: int = Field(32, ge=1)
+    # How the judge's YES/NO is read: as written, or P(YES) at the reply's first token against
+    # judge_threshold (sufficiency.py; the threshold is measured by benchmarks/judge_dev.py).
+    judge: JudgeReading = "text"
+    judge_threshold: float = Field(0.5, ge=0.0, le=1.0)
     # facts_first and answer_reading (JointAnswerConfig): how the answer is written, as self_rag's joint.
 
 
@@ -97,21 +101,17 @@ class SelfCorrectiveRAG(Method):
                 details=info,
             )
             return decision
-        context, used = build_context(docs, self.config.max_context_tokens, self.llm.count_tokens)
-        prompt = render(load_prompt("self_corrective_reflect"), context=context, question=question.text)
-        step = await run.generate(
-            chat(load_prompt("self_corrective_reflect_system"), prompt),
-            action="reflect",
-            thought=f"Iteration {iteration}: can the {len(used)} retrieved document(s) answer the question completely?",
-            action_input=question.text,
-            max_tokens=self._capped(self.config.reflect_max_tokens),
+        cfg = self.config
+        step, judgement = await judge_documents(
+            run, question, docs, max_context_tokens=cfg.max_context_tokens,
+            max_tokens=self._capped(cfg.reflect_max_tokens), reading=cfg.judge, threshold=cfg.judge_threshold,
+            thought_prefix=f"Iteration {iteration}: ",
         )
-        decision = parse_decision(step.text)
-        if not decision.parsed:
-            step.observation = "NO (the reflection could not be read; raw output kept)"
-        else:
-            step.observation = f"{decision.verdict}: {decision.reason}" if decision.reason else decision.verdict
+        decision = judgement.decision
+        step.observation = describe(judgement, cfg.judge_threshold)
         info.update(decision=decision.verdict, reason=decision.reason, parsed=decision.parsed)
+        if judgement.p_yes is not None:
+            info.update(p_yes=round(judgement.p_yes, 4), written=judgement.written.verdict)
         step.details.update(info, parsed_from=decision.source)
         return decision
 

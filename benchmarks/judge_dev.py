@@ -1,0 +1,130 @@
+"""``self_corrective``'s judge on HotpotQA questions outside the quality benchmark's samples.
+
+The judge asks whether a search's documents can answer the question completely.
+On HotpotQA that has a checkable answer: a search suffices when its top 5
+paragraphs hold every gold supporting paragraph. For each question of a dev
+range (default 400-479: the quality benchmark reads 0-99 and 200-299, earlier
+choices were made on 100-129 and 300-359) the question's own top-5 BM25
+paragraphs are judged once, as ``self_corrective``'s first iteration judges
+them (:func:`selfrag.methods.sufficiency.judge_documents`), and both readings
+are kept: the written verdict and P(YES) at the reply's first token.
+
+Printed: how often each reading accepts a sufficient and an insufficient
+search, the AUC of P(YES), and the threshold that best separates the two
+(Youden's J, ties to the lower threshold), which is the one to try as
+``self_corrective.judge_threshold``. One JSON line per question, resumable::
+
+    python benchmarks/judge_dev.py --llm llamacpp:PATH.gguf [--skip 400 --n 80]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from quality_runs import DATASETS, model_tag, say
+from quality_stats import auc, read_jsonl
+
+HERE = Path(__file__).resolve().parent
+TOP_K = 5
+MAX_CONTEXT_TOKENS = 1500  # self_corrective's default
+REPLY_TOKENS = 64  # self_corrective.reflect_max_tokens
+
+
+def out_path(tag: str, skip: int) -> Path:
+    return HERE / "results" / "runs" / "quality" / tag / "critics" / f"judge_dev_{skip}.jsonl"
+
+
+async def measure(spec: str, skip: int, n: int, path: Path) -> None:
+    from selfrag.config import DataSection
+    from selfrag.eval.datasets import load_dataset
+    from selfrag.llm.factory import create_backend
+    from selfrag.methods.sufficiency import judge_documents
+    from selfrag.methods.trace import Run
+    from selfrag.retrieval.registry import retriever_factory
+
+    data = DataSection(dataset="hotpotqa", path=str(DATASETS["hotpotqa"].path), skip=skip, subset_size=n)
+    done = {r.get("id") for r in read_jsonl(path)}
+    pending = [q for q in load_dataset(data).questions if q.id not in done]
+    if not pending:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    llm = create_backend(spec)
+    bm25 = retriever_factory("bm25")
+    say(f"judge readings: {len(pending)} question(s) from #{skip} -> {path}")
+    for count, q in enumerate(pending, start=1):
+        result = await bm25(list(q.contexts)).retrieve(q.text, TOP_K)
+        gold = set(q.metadata.get("supporting_titles") or [])
+        found = gold & {doc.title for doc in result.documents}
+        step, judgement = await judge_documents(
+            Run(llm, None, {"temperature": 0.0}), q, result.documents, max_context_tokens=MAX_CONTEXT_TOKENS,
+            max_tokens=REPLY_TOKENS, reading="label_probs",
+        )
+        record = {"id": q.id, "gold": len(gold), "gold_found": len(found), "suffices": bool(gold) and found == gold,
+                  "p_yes": judgement.p_yes, "label_mass": judgement.label_mass,
+                  "written": judgement.written.verdict, "written_parsed": judgement.written.parsed,
+                  "shown": step.details.get("documents_shown"), "reply": step.text[:300]}
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+        if count % 10 == 0 or count == len(pending):
+            say(f"judge readings: {count} of {len(pending)}")
+    await llm.aclose()
+
+
+def best_threshold(pos: list[float], neg: list[float]) -> tuple[float, float] | None:
+    """The cut with the largest true-positive rate minus false-positive rate (Youden's J), and J."""
+    if not pos or not neg:
+        return None
+    best: tuple[float, float] | None = None
+    for cut in sorted(set(pos) | set(neg)):
+        j = sum(p >= cut for p in pos) / len(pos) - sum(q >= cut for q in neg) / len(neg)
+        if best is None or j > best[1] + 1e-12:
+            best = (cut, j)
+    return best
+
+
+def accept_rates(records: list[dict], accepts) -> dict:
+    good = [r for r in records if r["suffices"]]
+    bad = [r for r in records if not r["suffices"]]
+    return {"accepts sufficient": f"{sum(map(accepts, good))} of {len(good)}",
+            "accepts insufficient": f"{sum(map(accepts, bad))} of {len(bad)}"}
+
+
+def summary(records: list[dict], thresholds: list[float]) -> dict:
+    read = [r for r in records if r.get("p_yes") is not None and (r.get("label_mass") or 0) >= 0.2]
+    pos = [r["p_yes"] for r in read if r["suffices"]]
+    neg = [r["p_yes"] for r in read if not r["suffices"]]
+    out: dict = {"questions": len(records), "sufficient searches": sum(r["suffices"] for r in records),
+                 "P(YES) readable": len(read),
+                 "written verdict": accept_rates(records, lambda r: r["written"] == "YES"),
+                 "P(YES) AUC, sufficient vs not": None if not pos or not neg else round(auc(pos, neg), 3)}
+    cut = best_threshold(pos, neg)
+    if cut is not None:
+        out["best threshold (Youden)"] = {"threshold": round(cut[0], 4), "J": round(cut[1], 3),
+                                          **accept_rates(read, lambda r: r["p_yes"] >= cut[0])}
+    for t in thresholds:
+        out[f"threshold {t}"] = accept_rates(read, lambda r, t=t: r["p_yes"] >= t)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--llm", required=True, help="backend spec with log-probabilities, e.g. llamacpp:PATH.gguf")
+    ap.add_argument("--skip", type=int, default=400, help="first question (0-based) of the range (default 400)")
+    ap.add_argument("--n", type=int, default=80, help="questions (default 80)")
+    ap.add_argument("--threshold", type=float, action="append", default=[],
+                    help="also report the accept rates at this P(YES) threshold (repeatable)")
+    ap.add_argument("--report-only", action="store_true", help="read what is on disk; run nothing")
+    args = ap.parse_args(argv)
+    path = out_path(model_tag(args.llm), args.skip)
+    if not args.report_only:
+        asyncio.run(measure(args.llm, args.skip, args.n, path))
+    print(json.dumps(summary(read_jsonl(path), args.threshold), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
