@@ -14,44 +14,38 @@ search, the AUC of P(YES), and the threshold that best separates the two
 (Youden's J, ties to the lower threshold), which is the one to try as
 ``self_corrective.judge_threshold``. One JSON line per question, resumable::
 
-    python benchmarks/judge_dev.py --llm llamacpp:PATH.gguf [--skip 400 --n 80]
+    python benchmarks/judge_dev.py --llm llamacpp:PATH.gguf [--skip 400 --n 60]
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
 from pathlib import Path
 
-from quality_runs import DATASETS, model_tag, say
+import dev_range
+from quality_runs import model_tag, say
 from quality_stats import auc, read_jsonl
 
-HERE = Path(__file__).resolve().parent
 TOP_K = 5
 MAX_CONTEXT_TOKENS = 1500  # self_corrective's default
 REPLY_TOKENS = 64  # self_corrective.reflect_max_tokens
 
 
 def out_path(tag: str, skip: int) -> Path:
-    return HERE / "results" / "runs" / "quality" / tag / "critics" / f"judge_dev_{skip}.jsonl"
+    return dev_range.out_path(tag, "judge_dev", skip)
 
 
 async def measure(spec: str, skip: int, n: int, path: Path) -> None:
-    from selfrag.config import DataSection
-    from selfrag.eval.datasets import load_dataset
     from selfrag.llm.factory import create_backend
     from selfrag.methods.sufficiency import judge_documents
     from selfrag.methods.trace import Run
     from selfrag.retrieval.registry import retriever_factory
 
-    data = DataSection(dataset="hotpotqa", path=str(DATASETS["hotpotqa"].path), skip=skip, subset_size=n)
-    done = {r.get("id") for r in read_jsonl(path)}
-    pending = [q for q in load_dataset(data).questions if q.id not in done]
+    pending = dev_range.pending(skip, n, path)
     if not pending:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
     llm = create_backend(spec)
     bm25 = retriever_factory("bm25")
     say(f"judge readings: {len(pending)} question(s) from #{skip} -> {path}")
@@ -67,8 +61,7 @@ async def measure(spec: str, skip: int, n: int, path: Path) -> None:
                   "p_yes": judgement.p_yes, "label_mass": judgement.label_mass,
                   "written": judgement.written.verdict, "written_parsed": judgement.written.parsed,
                   "shown": step.details.get("documents_shown"), "reply": step.text[:300]}
-        with path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
+        dev_range.append(path, record)
         if count % 10 == 0 or count == len(pending):
             say(f"judge readings: {count} of {len(pending)}")
     await llm.aclose()
@@ -111,13 +104,9 @@ def summary(records: list[dict], thresholds: list[float]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--llm", required=True, help="backend spec with log-probabilities, e.g. llamacpp:PATH.gguf")
-    ap.add_argument("--skip", type=int, default=400, help="first question (0-based) of the range (default 400)")
-    ap.add_argument("--n", type=int, default=80, help="questions (default 80)")
+    ap = dev_range.arguments(__doc__, "backend spec with log-probabilities, e.g. llamacpp:PATH.gguf", 400, 60)
     ap.add_argument("--threshold", type=float, action="append", default=[],
                     help="also report the accept rates at this P(YES) threshold (repeatable)")
-    ap.add_argument("--report-only", action="store_true", help="read what is on disk; run nothing")
     args = ap.parse_args(argv)
     path = out_path(model_tag(args.llm), args.skip)
     if not args.report_only:

@@ -16,26 +16,23 @@ gold against distractor paragraphs and the paired intervals are printed::
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
 from pathlib import Path
 
-from quality_runs import DATASETS, model_tag, say
+import dev_range
+from quality_runs import model_tag, say
 from quality_stats import auc, paired_auc_bootstrap, read_jsonl
 
-HERE = Path(__file__).resolve().parent
 TOP_K = 5
 
 
 def out_path(tag: str, skip: int) -> Path:
-    return HERE / "results" / "runs" / "quality" / tag / "critics" / f"relevance_dev_{skip}.jsonl"
+    return dev_range.out_path(tag, "relevance_dev", skip)
 
 
 async def measure(spec: str, skip: int, n: int, path: Path) -> None:
-    from selfrag.config import DataSection
-    from selfrag.eval.datasets import load_dataset
     from selfrag.llm.factory import create_backend
     from selfrag.methods.context import format_passage
     from selfrag.methods.critique import Critic, CriticConfig
@@ -44,12 +41,9 @@ async def measure(spec: str, skip: int, n: int, path: Path) -> None:
     from selfrag.retrieval.links import evidence_prior
     from selfrag.retrieval.registry import retriever_factory
 
-    data = DataSection(dataset="hotpotqa", path=str(DATASETS["hotpotqa"].path), skip=skip, subset_size=n)
-    done = {r.get("id") for r in read_jsonl(path)}
-    pending = [q for q in load_dataset(data).questions if q.id not in done]
+    pending = dev_range.pending(skip, n, path)
     if not pending:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
     llm = create_backend(spec)
     plain = Critic(llm, CriticConfig(source="label_probs"))
     likely = Critic(llm, CriticConfig(source="label_probs", relevance="question_likelihood"))
@@ -70,8 +64,7 @@ async def measure(spec: str, skip: int, n: int, path: Path) -> None:
             )
             paragraphs.append({"title": doc.title, "gold": doc.title in gold, "p_relevant": label.value,
                                "p_likelihood": None if reading is None else reading.value, "prior": round(prior, 4)})
-        with path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"id": q.id, "paragraphs": paragraphs}) + "\n")
+        dev_range.append(path, {"id": q.id, "paragraphs": paragraphs})
         if count % 10 == 0 or count == len(pending):
             say(f"relevance readings: {count} of {len(pending)}")
     await llm.aclose()
@@ -100,11 +93,7 @@ def summary(records: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--llm", required=True, help="backend spec that scores a given reply, e.g. llamacpp:PATH.gguf")
-    ap.add_argument("--skip", type=int, default=300, help="first question (0-based) of the range (default 300)")
-    ap.add_argument("--n", type=int, default=60, help="questions (default 60)")
-    ap.add_argument("--report-only", action="store_true", help="read what is on disk; run nothing")
+    ap = dev_range.arguments(__doc__, "backend spec that scores a given reply, e.g. llamacpp:PATH.gguf", 300, 60)
     args = ap.parse_args(argv)
     path = out_path(model_tag(args.llm), args.skip)
     if not args.report_only:
