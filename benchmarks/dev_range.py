@@ -23,13 +23,15 @@ def out_path(tag: str, name: str, skip: int) -> Path:
     return HERE / "results" / "runs" / "quality" / tag / "critics" / f"{name}_{skip}.jsonl"
 
 
-def pending(skip: int, n: int, path: Path) -> list[Any]:
-    """Questions ``skip`` .. ``skip + n - 1`` that ``path`` has no line for yet (its folder is made)."""
+def pending(skip: int, n: int, path: Path, done: set[str] | None = None) -> list[Any]:
+    """Questions ``skip`` .. ``skip + n - 1`` not in ``done`` (default: the ids ``path`` has a line for);
+    the folder of ``path`` is made."""
     from selfrag.config import DataSection
     from selfrag.eval.datasets import load_dataset
 
     data = DataSection(dataset="hotpotqa", path=str(DATASETS["hotpotqa"].path), skip=skip, subset_size=n)
-    done = {r.get("id") for r in read_jsonl(path)}
+    if done is None:
+        done = {r.get("id") for r in read_jsonl(path)}
     path.parent.mkdir(parents=True, exist_ok=True)
     return [q for q in load_dataset(data).questions if q.id not in done]
 

@@ -1,20 +1,29 @@
 """``self_corrective``'s judge on HotpotQA questions outside the quality benchmark's samples.
 
 The judge asks whether a search's documents can answer the question completely.
-On HotpotQA that has a checkable answer: a search suffices when its top 5
-paragraphs hold every gold supporting paragraph. For each question of a dev
-range (default 400-479: the quality benchmark reads 0-99 and 200-299, earlier
-choices were made on 100-129 and 300-359) the question's own top-5 BM25
-paragraphs are judged once, as ``self_corrective``'s first iteration judges
-them (:func:`selfrag.methods.sufficiency.judge_documents`), and both readings
-are kept: the written verdict and P(YES) at the reply's first token.
+On HotpotQA that has a checkable answer: a search suffices when its paragraphs
+hold every gold supporting paragraph. For each question of a dev range
+(default 400-459: the quality benchmark reads 0-99 and 200-299, earlier
+choices were made on 100-129 and 300-359) two searches are judged, each once,
+as ``self_corrective``'s first iteration judges a search
+(:func:`selfrag.methods.sufficiency.judge_documents`):
 
-Printed: how often each reading accepts a sufficient and an insufficient
-search, the AUC of P(YES), and the threshold that best separates the two
-(Youden's J, ties to the lower threshold), which is the one to try as
-``self_corrective.judge_threshold``. One JSON line per question, resumable::
+* ``top5``: the question's own top-5 BM25 paragraphs (sufficient for most
+  questions: BM25 over ten paragraphs usually ranks both gold ones in the top 5);
+* ``no_gold``: the top 5 once the gold paragraphs are taken out (insufficient
+  by construction, like ``data.remove_gold``), so that a judge that accepts
+  everything is seen to.
+
+Both readings are kept: the written verdict and P(YES) at the reply's first
+token. Printed: how often each reading accepts a sufficient and an
+insufficient search, the AUC of P(YES), and the threshold that best separates
+the two (Youden's J, ties to the lower threshold), the one to try as
+``self_corrective.judge_threshold``. One JSON line per search, resumable.
+``--label NAME`` keeps a variant's lines apart (e.g. a judge prompt tried
+through ``SELFRAG_PROMPT_DIR``)::
 
     python benchmarks/judge_dev.py --llm llamacpp:PATH.gguf [--skip 400 --n 60]
+    SELFRAG_PROMPT_DIR=benchmarks/prompts/judge_contains python benchmarks/judge_dev.py --llm ... --label contains
 """
 
 from __future__ import annotations
@@ -33,8 +42,21 @@ MAX_CONTEXT_TOKENS = 1500  # self_corrective's default
 REPLY_TOKENS = 64  # self_corrective.reflect_max_tokens
 
 
-def out_path(tag: str, skip: int) -> Path:
-    return dev_range.out_path(tag, "judge_dev", skip)
+SEARCHES = ("top5", "no_gold")
+
+
+def out_path(tag: str, skip: int, label: str = "") -> Path:
+    return dev_range.out_path(tag, f"judge_dev_{label}" if label else "judge_dev", skip)
+
+
+def search_of(record: dict) -> str:
+    return record.get("search", "top5")  # lines written before no_gold searches were added are top5 ones
+
+
+def documents(ranked, search: str, gold: set[str]) -> list:
+    """The paragraphs a search shows: the top 5, or the top 5 of the non-gold paragraphs."""
+    kept = ranked if search == "top5" else [doc for doc in ranked if doc.title not in gold]
+    return list(kept[:TOP_K])
 
 
 async def measure(spec: str, skip: int, n: int, path: Path) -> None:
@@ -43,25 +65,33 @@ async def measure(spec: str, skip: int, n: int, path: Path) -> None:
     from selfrag.methods.trace import Run
     from selfrag.retrieval.registry import retriever_factory
 
-    pending = dev_range.pending(skip, n, path)
+    done: dict[str, set[str]] = {}
+    for record in read_jsonl(path):
+        done.setdefault(record["id"], set()).add(search_of(record))
+    pending = dev_range.pending(skip, n, path, {i for i, searches in done.items() if searches >= set(SEARCHES)})
     if not pending:
         return
     llm = create_backend(spec)
     bm25 = retriever_factory("bm25")
     say(f"judge readings: {len(pending)} question(s) from #{skip} -> {path}")
     for count, q in enumerate(pending, start=1):
-        result = await bm25(list(q.contexts)).retrieve(q.text, TOP_K)
+        ranked = (await bm25(list(q.contexts)).retrieve(q.text, len(q.contexts))).documents
         gold = set(q.metadata.get("supporting_titles") or [])
-        found = gold & {doc.title for doc in result.documents}
-        step, judgement = await judge_documents(
-            Run(llm, None, {"temperature": 0.0}), q, result.documents, max_context_tokens=MAX_CONTEXT_TOKENS,
-            max_tokens=REPLY_TOKENS, reading="label_probs",
-        )
-        record = {"id": q.id, "gold": len(gold), "gold_found": len(found), "suffices": bool(gold) and found == gold,
-                  "p_yes": judgement.p_yes, "label_mass": judgement.label_mass,
-                  "written": judgement.written.verdict, "written_parsed": judgement.written.parsed,
-                  "shown": step.details.get("documents_shown"), "reply": step.text[:300]}
-        dev_range.append(path, record)
+        for search in SEARCHES:
+            if search in done.get(q.id, set()):
+                continue
+            docs = documents(ranked, search, gold)
+            found = gold & {doc.title for doc in docs}
+            step, judgement = await judge_documents(
+                Run(llm, None, {"temperature": 0.0}), q, docs, max_context_tokens=MAX_CONTEXT_TOKENS,
+                max_tokens=REPLY_TOKENS, reading="label_probs",
+            )
+            dev_range.append(path, {
+                "id": q.id, "search": search, "gold": len(gold), "gold_found": len(found),
+                "suffices": bool(gold) and found == gold, "p_yes": judgement.p_yes,
+                "label_mass": judgement.label_mass, "written": judgement.written.verdict,
+                "written_parsed": judgement.written.parsed, "shown": step.details.get("documents_shown"),
+                "reply": step.text[:300]})
         if count % 10 == 0 or count == len(pending):
             say(f"judge readings: {count} of {len(pending)}")
     await llm.aclose()
@@ -88,13 +118,15 @@ def accept_rates(records: list[dict], accepts) -> dict:
 
 def summary(records: list[dict], thresholds: list[float]) -> dict:
     read = [r for r in records if r.get("p_yes") is not None and (r.get("label_mass") or 0) >= 0.2]
-    pos = [r["p_yes"] for r in read if r["suffices"]]
-    neg = [r["p_yes"] for r in read if not r["suffices"]]
-    out: dict = {"questions": len(records), "sufficient searches": sum(r["suffices"] for r in records),
-                 "P(YES) readable": len(read),
-                 "written verdict": accept_rates(records, lambda r: r["written"] == "YES"),
-                 "P(YES) AUC, sufficient vs not": None if not pos or not neg else round(auc(pos, neg), 3)}
-    cut = best_threshold(pos, neg)
+    out: dict = {"questions": len({r["id"] for r in records}),
+                 "searches": {s: sum(search_of(r) == s for r in records) for s in SEARCHES},
+                 "sufficient searches": sum(r["suffices"] for r in records), "P(YES) readable": len(read),
+                 "written verdict": accept_rates(records, lambda r: r["written"] == "YES")}
+    for name, subset in (("", read), (", top5 searches only", [r for r in read if search_of(r) == "top5"])):
+        pos = [r["p_yes"] for r in subset if r["suffices"]]
+        neg = [r["p_yes"] for r in subset if not r["suffices"]]
+        out[f"P(YES) AUC, sufficient vs not{name}"] = None if not pos or not neg else round(auc(pos, neg), 3)
+    cut = best_threshold([r["p_yes"] for r in read if r["suffices"]], [r["p_yes"] for r in read if not r["suffices"]])
     if cut is not None:
         out["best threshold (Youden)"] = {"threshold": round(cut[0], 4), "J": round(cut[1], 3),
                                           **accept_rates(read, lambda r: r["p_yes"] >= cut[0])}
@@ -107,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = dev_range.arguments(__doc__, "backend spec with log-probabilities, e.g. llamacpp:PATH.gguf", 400, 60)
     ap.add_argument("--threshold", type=float, action="append", default=[],
                     help="also report the accept rates at this P(YES) threshold (repeatable)")
+    ap.add_argument("--label", default="", help="a name for a variant's lines (default: none, the shipped judge)")
     args = ap.parse_args(argv)
-    path = out_path(model_tag(args.llm), args.skip)
+    path = out_path(model_tag(args.llm), args.skip, args.label)
     if not args.report_only:
         asyncio.run(measure(args.llm, args.skip, args.n, path))
     print(json.dumps(summary(read_jsonl(path), args.threshold), indent=2))
