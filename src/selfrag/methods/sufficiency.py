@@ -8,11 +8,13 @@ read one of two ways (``self_corrective.judge``):
   leading Yes/No; an unreadable reply is NO), seed 004's judge;
 * ``label_probs``: P(YES) among YES and NO at the reply's first token (every
   surface form summed: "YES", " Yes", "yes"), accepted at
-  ``judge_threshold`` or above. Both benchmark models write NO to nearly
-  every search (the 1.5B model to all of its first 100 HotpotQA searches), so
-  the written verdict cannot tell a good search from a bad one; the
-  probability still ranks them, and the threshold is where a measured
-  ranking is cut (``benchmarks/judge_dev.py``). It falls back to the written
+  ``judge_threshold`` or above. Each benchmark model writes the same verdict
+  to every search (the 0.5B model YES, the 1.5B model NO, on all 120 dev
+  searches), so the written verdict cannot tell a good search from a bad one. The 1.5B
+  model's probability still ranks a search that holds the evidence above one
+  stripped of it (AUC 0.761 on 120 dev searches; the 0.5B model's 0.573), and
+  the threshold is where that measured ranking is cut for one model
+  (``benchmarks/judge_dev.py`` prints the best cut). It falls back to the written
   verdict when the backend gives no log-probabilities or the first token is
   not a YES/NO word (the labels hold less than ``MIN_MASS`` of it).
 
@@ -68,7 +70,8 @@ async def judge_documents(
     wants_probs = reading == "label_probs" and run.llm.supports_logprobs
     step = await run.generate(
         chat(load_prompt("self_corrective_reflect_system"), prompt), action="reflect",
-        thought=f"{thought_prefix}can the {len(used)} retrieved document(s) answer the question completely?",
+        thought=thought_prefix + ("c" if thought_prefix else "C")
+        + f"an the {len(used)} retrieved document(s) answer the question completely?",
         action_input=question.text, max_tokens=max_tokens, **({"top_logprobs": TOP_LOGPROBS} if wants_probs else {}),
     )
     written = parse_decision(step.text)
