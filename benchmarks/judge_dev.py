@@ -117,7 +117,9 @@ def accept_rates(records: list[dict], accepts) -> dict:
 
 
 def summary(records: list[dict], thresholds: list[float]) -> dict:
-    read = [r for r in records if r.get("p_yes") is not None and (r.get("label_mass") or 0) >= 0.2]
+    from selfrag.methods.choice_reading import MIN_MASS
+
+    read = [r for r in records if r.get("p_yes") is not None and (r.get("label_mass") or 0) >= MIN_MASS]
     out: dict = {"questions": len({r["id"] for r in records}),
                  "searches": {s: sum(search_of(r) == s for r in records) for s in SEARCHES},
                  "sufficient searches": sum(r["suffices"] for r in records), "P(YES) readable": len(read),

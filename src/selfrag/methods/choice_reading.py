@@ -129,7 +129,7 @@ class ChoiceReader:
             tuple(build(question.text, content)), action=action, thought=thought,
             action_input=shorten(question.text), max_tokens=1, top_logprobs=TOP_LOGPROBS,
         )
-        raw = label_probs(_first_top(step), labels)
+        raw = label_probs(first_top(step), labels)
         mass = sum(raw.values())
         probs = normalised(raw)
         if probs is None or mass < MIN_MASS:
@@ -162,7 +162,7 @@ class ChoiceReader:
                     thought="Measure the prompt's label bias on content-free input.",
                     action_input=repr(filler), max_tokens=1, top_logprobs=TOP_LOGPROBS,
                 )
-                probs = normalised(label_probs(_first_top(step), labels))
+                probs = normalised(label_probs(first_top(step), labels))
                 step.observation = f"content-free {filler!r}: {_rounded(probs)}"
                 if probs is not None:
                     found.append(probs)
@@ -176,7 +176,8 @@ def reader_for(answer_reading: AnswerReading) -> ChoiceReader | None:
     return ChoiceReader() if answer_reading == "calibrated" else None
 
 
-def _first_top(step: StepRecord) -> Mapping[str, float] | None:
+def first_top(step: StepRecord) -> Mapping[str, float] | None:
+    """The top log-probabilities at the first position of a step's reply (None: none were returned)."""
     gen = step.gen
     if gen is None or not gen.logprobs:
         return None

@@ -31,7 +31,7 @@ from ..llm.base import chat
 from ..prompts import load_prompt, render
 from ..reflection.decisions import NO, YES, Decision, parse_decision
 from ..types import Document, Question
-from .choice_reading import MIN_MASS, TOP_LOGPROBS, label_probs, normalised
+from .choice_reading import MIN_MASS, TOP_LOGPROBS, first_top, label_probs, normalised
 from .context import build_context
 from .trace import Run, StepRecord
 
@@ -42,20 +42,17 @@ LABELS = ("YES", "NO")
 
 @dataclass(frozen=True)
 class Judgement:
-    """The verdict used (``decision``), the written one, and P(YES) when it was read (else None)."""
+    """The verdict used (``decision``), the written one, and P(YES) when it decided (else None)."""
 
     decision: Decision
     written: Decision
     p_yes: float | None
     label_mass: float | None
-    read_from: str  # "text" or "label_probs"
 
 
 def read_p_yes(step: StepRecord) -> tuple[float | None, float]:
     """P(YES) among YES/NO at the reply's first token, and the share of that token the two labels hold."""
-    gen = step.gen
-    top = gen.logprobs[0].top if gen is not None and gen.logprobs else None
-    raw = label_probs(top, LABELS)
+    raw = label_probs(first_top(step), LABELS)
     probs = normalised(raw)
     return (None if probs is None else probs["YES"]), sum(raw.values())
 
@@ -75,7 +72,7 @@ async def judge_documents(
         action_input=question.text, max_tokens=max_tokens, **({"top_logprobs": TOP_LOGPROBS} if wants_probs else {}),
     )
     written = parse_decision(step.text)
-    judgement = Judgement(written, written, None, None, "text")
+    judgement = Judgement(written, written, None, None)
     if reading == "label_probs" and not wants_probs:
         step.details["judge_note"] = "the backend gives no log-probabilities: the written verdict is used"
     elif wants_probs:
@@ -84,7 +81,7 @@ async def judge_documents(
         if p_yes is not None and mass >= MIN_MASS:
             verdict = YES if p_yes >= threshold else NO
             decision = Decision(verdict, written.reason, True, "label_probs")
-            judgement = Judgement(decision, written, p_yes, mass, "label_probs")
+            judgement = Judgement(decision, written, p_yes, mass)
         else:
             step.details["judge_note"] = (f"YES/NO hold {mass:.2f} of the first token (< {MIN_MASS}): "
                                           "the written verdict is used")
@@ -95,7 +92,7 @@ async def judge_documents(
 def describe(judgement: Judgement, threshold: float) -> str:
     """The judging step's observation."""
     decision = judgement.decision
-    if judgement.read_from == "label_probs":
+    if judgement.p_yes is not None:
         head = f"{decision.verdict} (P(YES) {judgement.p_yes:.3f} vs threshold {threshold}; wrote {judgement.written.verdict})"
     elif not decision.parsed:
         return "NO (the reflection could not be read; raw output kept)"
