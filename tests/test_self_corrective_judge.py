@@ -169,3 +169,18 @@ def test_the_dev_judge_run_judges_two_searches_per_question_and_resumes(tmp_path
     assert '"questions": 2' in capsys.readouterr().out
     assert judge_dev.main(["--llm", f"scripted:{script}", "--skip", "400", "--n", "1", "--label", "v"]) == 0
     assert len((tmp_path / "judge_v400.jsonl").read_text().splitlines()) == 2  # a variant's lines apart
+
+
+async def test_the_judge_step_says_what_it_asks_with_and_without_an_iteration_prefix():
+    from selfrag.methods.sufficiency import judge_documents
+    from selfrag.methods.trace import Run
+    from selfrag.types import Question
+
+    llm = ScriptedBackend(["YES. It does.", "YES. It does."])
+    docs = list(DOCS.values())
+    bare, _ = await judge_documents(Run(llm, None, {}), Question(id="q", text=QUESTION), docs,
+                                    max_context_tokens=500, max_tokens=32)
+    assert bare.thought == "Can the 2 retrieved document(s) answer the question completely?"
+    prefixed, _ = await judge_documents(Run(llm, None, {}), Question(id="q", text=QUESTION), docs,
+                                        max_context_tokens=500, max_tokens=32, thought_prefix="Iteration 2: ")
+    assert prefixed.thought == "Iteration 2: can the 2 retrieved document(s) answer the question completely?"

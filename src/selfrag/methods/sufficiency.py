@@ -65,10 +65,10 @@ async def judge_documents(
     context, used = build_context(docs, max_context_tokens, run.llm.count_tokens)
     prompt = render(load_prompt("self_corrective_reflect"), context=context, question=question.text)
     wants_probs = reading == "label_probs" and run.llm.supports_logprobs
+    ask = f"can the {len(used)} retrieved document(s) answer the question completely?"
     step = await run.generate(
         chat(load_prompt("self_corrective_reflect_system"), prompt), action="reflect",
-        thought=thought_prefix + ("c" if thought_prefix else "C")
-        + f"an the {len(used)} retrieved document(s) answer the question completely?",
+        thought=thought_prefix + ask if thought_prefix else ask[0].upper() + ask[1:],
         action_input=question.text, max_tokens=max_tokens, **({"top_logprobs": TOP_LOGPROBS} if wants_probs else {}),
     )
     written = parse_decision(step.text)
