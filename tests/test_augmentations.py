@@ -342,6 +342,8 @@ class AnyPrompt(ScriptedBackend):
     """Answers every call with one reply that has log-probabilities."""
 
     def _next_response(self, request):
+        if request.forced is not None:  # a scored reply (self_rag_critic's question likelihood)
+            return {"forced_logprobs": [-1.0]}
         return {"text": "Paris", "top_logprobs": [{"Paris": -0.1, "yes": -2.5}]}
 
 

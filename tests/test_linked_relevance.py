@@ -59,9 +59,9 @@ async def test_each_passage_is_judged_beside_its_anchor_before_the_candidates(fr
     assert r.num_llm_calls == 13
 
 
-async def test_the_default_judges_each_passage_alone(france_retriever):
+async def test_passage_judges_each_passage_alone(france_retriever):
     llm = ScriptedBackend(linked_script())
-    cfg = {"self_rag_critic": {"joint_candidate": False}}
+    cfg = {"self_rag_critic": {"joint_candidate": False, "critic": {"relevance": "passage"}}}
     r = await create_method("self_rag_critic", llm, france_retriever, cfg).answer(Q)
     assert r.answer == "Paris" and r.num_llm_calls == 13
     texts = [c.prompt_text() for c in llm.calls]

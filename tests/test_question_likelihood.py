@@ -24,11 +24,11 @@ def likelihood_script(**extra):
     """label_script, with the question scored after each passage: A (Paris) -1.0 per token, B (Europe)
     -2.0, C (Berlin) -3.0, two tokens each."""
     return {
+        **extra,
+        **label_script(),
         f"capital of France.{TAIL}": {"forced_logprobs": [-0.5, -1.5]},
         f"in Europe.{TAIL}": {"forced_logprobs": [-2.0, -2.0]},
         f"of Germany.{TAIL}": {"forced_logprobs": [-3.0, -3.0]},
-        **extra,
-        **label_script(),
     }
 
 
@@ -80,10 +80,10 @@ async def test_the_likelihood_changes_which_passage_the_joint_draft_reads_first(
     """With the joint draft on, passages are ranked by fused relevance; a question made likely by
     Doc C (Berlin) puts it first although the label question would have rated it 0.1."""
     llm = ScriptedBackend({
+        **label_script(),
         f"capital of France.{TAIL}": {"forced_logprobs": [-3.0]},
         f"in Europe.{TAIL}": {"forced_logprobs": [-3.0]},
         f"of Germany.{TAIL}": {"forced_logprobs": [-0.1]},
-        **label_script(),
     })
     cfg = {"self_rag_critic": LIKELY}
     r = await create_method("self_rag_critic", llm, france_retriever, cfg).answer(Q)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from pathlib import Path
 
@@ -42,12 +43,21 @@ def label_script(retrieve=(0.9, 0.1)):
         "Answer: Lyon\n\nHow useful": word(**{"3": 1.0}),
         "Answer: Berlin\n\nHow useful": word(**{"1": 1.0}),
         "Question: What": "Paris",  # the answer without passages
+        # The question likelihood after each passage (relevance: auto reads it beside the label
+        # question): mean log-probabilities -0.9 / -2.0 / -3.1, centred -> 0.90 / 0.50 / 0.10.
+        "capital of France.\n</document>\n\nWrite one question": {"forced_logprobs": [-0.9]},
+        "in Europe.\n</document>\n\nWrite one question": {"forced_logprobs": [-2.0]},
+        "of Germany.\n</document>\n\nWrite one question": {"forced_logprobs": [-3.1]},
     }
+
+
+PASSAGE_ONLY = {"relevance": "passage"}  # the label question alone (seed 002's budget)
 
 
 async def test_label_probs_pipeline_budget_trace_and_scores(france_retriever):
     llm = ScriptedBackend(label_script())
-    method = create_method("self_rag_critic", llm, france_retriever, {"self_rag_critic": {"joint_candidate": False, "rerank": {"top_k": 2}}})
+    method = create_method("self_rag_critic", llm, france_retriever, {"self_rag_critic": {
+        "joint_candidate": False, "rerank": {"top_k": 2}, "critic": PASSAGE_ONLY}})
     r = await method.answer(Q)
     assert r.answer == "Paris"
     # 1 retrieval decision + 3 passages × (relevance, candidate, support, utility)
@@ -69,6 +79,38 @@ async def test_label_probs_pipeline_budget_trace_and_scores(france_retriever):
     assert best.details["selected"] is True and r.candidates[2].details["reranked_out"] is True
     assert r.details["critique_source"] == "label_probs"
     assert r.details["retrieval_decision"] == "yes" and r.retrieval_needed
+
+
+async def test_default_relevance_is_the_mean_of_the_label_question_and_the_question_likelihood(france_retriever):
+    llm = ScriptedBackend(label_script())
+    method = create_method("self_rag_critic", llm, france_retriever, {"self_rag_critic": {"joint_candidate": False, "rerank": {"top_k": 2}}})
+    r = await method.answer(Q)
+    assert r.answer == "Paris"
+    assert r.reasoning_chain[0].details["relevance"] == "label_and_likelihood"
+    # the seed's 13 calls + the question scored after each of the 3 passages
+    assert r.num_llm_calls == 16
+    forced = [c for c in llm.calls if c.forced is not None]
+    assert len(forced) == 3 and all(c.forced == Q for c in forced)
+    likely = [1 / (1 + math.exp(-2.0 * d)) for d in (1.1, 0.0, -1.1)]  # centred on the mean, -2.0
+    mean = [(label + lk) / 2 for label, lk in zip((0.9, 0.5, 0.1), likely, strict=True)]
+    rerank = next(s for s in r.reasoning_chain if s.action == "rerank").details
+    # as in the seed's budget test, with the mean in place of the label question's P(relevant)
+    expected = [0.8 + 0.1 + 0.5 * 0.8 + mean[0], 0.25 + mean[1], -0.5 + mean[2]]
+    assert [row["rerank"] for row in rerank["after"]] == [round(v, 4) for v in expected]
+
+
+def test_auto_relevance_is_the_methods_choice_where_it_can_be_read():
+    from selfrag.methods.critique import Critic
+
+    plain = ScriptedBackend({})
+    assert Critic(plain).relevance == "passage"  # self_rag_segment and the reranker stage
+    assert Critic(plain, auto_relevance="label_and_likelihood").relevance == "label_and_likelihood"
+    no_logprobs = ScriptedBackend({}, supports_logprobs=False)  # text critiques: nothing to score
+    assert Critic(no_logprobs, auto_relevance="label_and_likelihood").relevance == "passage"
+    from selfrag.methods.critique import CriticConfig
+
+    chosen = Critic(plain, CriticConfig(relevance="linked"), auto_relevance="label_and_likelihood")
+    assert chosen.relevance == "linked"
 
 
 async def test_no_retrieval_when_the_probability_is_below_the_threshold(france_retriever):
@@ -102,16 +144,20 @@ async def test_reflection_token_model_one_call_per_passage(france_retriever):
     assert llm.calls[0].prompt == f"### Instruction:\n{Q}\n\n### Response:\n"
     assert all(c.prompt.startswith(f"### Instruction:\n{Q}\n\n### Response:\n[Retrieval]<paragraph>") for c in llm.calls[1:])
     assert r.details["critique_source"] == "reflection_tokens"
+    assert r.reasoning_chain[0].details["relevance"] == "passage"  # auto: the paper's [IsRel]
     assert r.reasoning_chain[1].details["p_retrieve"] == pytest.approx(0.4)
 
 
 async def test_backend_without_log_probs_uses_text_labels_visibly(france_retriever):
-    script = {k: (v["text"] if isinstance(v, dict) else v) for k, v in label_script().items()}
+    script = {k: (v["text"] if isinstance(v, dict) else v) for k, v in label_script().items()
+              if not (isinstance(v, dict) and "forced_logprobs" in v)}
     llm = ScriptedBackend(script, supports_logprobs=False)
     method = create_method("self_rag_critic", llm, france_retriever, {"self_rag_critic": {"joint_candidate": False}})
     r = await method.answer(Q)
     assert r.answer == "Paris"
     assert r.details["critique_source"] == "text"
+    # relevance: auto reads the question likelihood only beside label probabilities
+    assert r.reasoning_chain[0].details["relevance"] == "passage"
     assert "no log-probabilities" in r.reasoning_chain[0].details["reason"]
     critiques = [s for s in r.reasoning_chain if s.action.startswith("critique_")]
     assert critiques and all(s.details["critique_source"] == "text" for s in critiques)
@@ -150,7 +196,8 @@ async def test_rerank_can_be_switched_off(france_retriever):
     r = await method.answer(Q)
     actions = [s.action for s in r.reasoning_chain]
     assert "rerank" not in actions and actions[1] == "retrieval_decision"
-    assert r.num_llm_calls == 12 and len(r.candidates) == 3
+    # 3 × (question likelihood, relevance, candidate, support, utility); mode always: no decision
+    assert r.num_llm_calls == 15 and len(r.candidates) == 3
 
 
 async def test_regression_config_weights_reach_the_scoring(france_retriever):
@@ -230,7 +277,10 @@ async def test_embedded_model_runs_both_methods_on_the_demo_corpus(embedded_llm)
     r = await critic.answer(question)
     timings["self_rag_critic"] = time.perf_counter() - start
     assert r.details["critique_source"] == "label_probs"
-    assert r.num_llm_calls <= 1 + 4 * 2
+    # the real backend scores a given reply, so relevance is read both ways by default
+    assert r.reasoning_chain[0].details["relevance"] == "label_and_likelihood"
+    assert sum(s.details.get("critique_source") == "question_likelihood" for s in r.reasoning_chain) == 2
+    assert r.num_llm_calls <= 1 + 5 * 2  # decision + per passage: likelihood, relevance, candidate, support, utility
     probs = [s.details["probs"] for s in r.reasoning_chain if s.action.startswith("critique_")]
     assert probs and any(isinstance(p, dict) for p in probs)
     assert r.candidates and isinstance(r.answer, str)

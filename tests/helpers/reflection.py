@@ -89,4 +89,6 @@ def france_critic_script(lyon_utility: dict[str, float]) -> dict[str, Any]:
         "Answer: Paris\n\nHow useful": word(**{"5": 1.0}),
         "Answer: Europe\n\nHow useful": word(**{"1": 1.0}),
         "Answer: Lyon\n\nHow useful": word(**lyon_utility),
+        # self_rag_critic's default relevance also scores the question after each passage
+        "Write one question that the document above helps answer": {"forced_logprobs": [-1.0]},
     }

@@ -41,6 +41,13 @@ from .self_rag_evidence import Ranked, rank_evidence
 from .text import clean_answer
 from .trace import Run
 
+# What ``critic.relevance: auto`` (the default) reads here: the mean of the label question and
+# the question likelihood, where the backend can score a given reply. Relevance AUC of gold
+# paragraphs against distractors, 1.5B benchmark model, top-5 BM25 paragraphs: 0.876 / 0.860 /
+# 0.908 on three HotpotQA samples against 0.751 / 0.753 / 0.723 for the label question alone;
+# 0.800 against 0.494 on the 0.5B (README, "Where self-reflection stands").
+AUTO_RELEVANCE = "label_and_likelihood"
+
 
 class SelfRagCriticConfig(JointAnswerConfig):
     top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
@@ -85,7 +92,7 @@ class SelfRagCritic(Method):
     def _critic(self, question: Question) -> Critic:
         return Critic(
             self.llm, self.config.critic, answer_tokens=self.config.max_answer_tokens,
-            answer_format=answer_format(question),
+            answer_format=answer_format(question), auto_relevance=AUTO_RELEVANCE,
         )
 
     async def _answer(self, question: Question, run: Run) -> Outcome:

@@ -62,7 +62,10 @@ class CriticConfig(StrictModel):
     # matters), how likely the passage makes the question (question_likelihood:
     # likelihood.py; needs a backend that scores a given reply), or the mean of the label
     # question and the question likelihood (label_and_likelihood: two calls per passage).
-    relevance: Literal["passage", "linked", "question_likelihood", "label_and_likelihood"] = "passage"
+    # auto: the method's choice (Critic.relevance): self_rag_critic reads label_and_likelihood
+    # where it can (a backend that scores a given reply, label questions), every other user
+    # of the critic reads passage.
+    relevance: Literal["auto", "passage", "linked", "question_likelihood", "label_and_likelihood"] = "auto"
 
 
 @dataclass(frozen=True)
@@ -91,9 +94,12 @@ class Critic:
         answer_tokens: int = 64,
         segment_tokens: int = 48,
         answer_format: str = SHORT_ANSWER_FORMAT,
+        auto_relevance: str = "passage",
     ) -> None:
         self.llm = llm
         self.config = config or CriticConfig()
+        # What ``relevance: auto`` reads (the method chooses; see :attr:`relevance`).
+        self.auto_relevance = auto_relevance
         self.answer_tokens = answer_tokens
         self.segment_tokens = segment_tokens
         # The instruction line of answer prompts (see selfrag.methods.answer_format).
@@ -116,7 +122,8 @@ class Critic:
 
     def describe(self) -> dict[str, str]:
         """The critique source and call schedule, for the trace."""
-        return {**self.choice.as_dict(), "schedule": "sequential" if self.sequential else "concurrent"}
+        return {**self.choice.as_dict(), "schedule": "sequential" if self.sequential else "concurrent",
+                "relevance": self.relevance}
 
     async def gather(self, coros: Sequence[Awaitable[T]]) -> list[T]:
         """Run ``coros`` concurrently, or in order when the schedule is sequential."""
@@ -125,6 +132,21 @@ class Critic:
     @property
     def reflection(self) -> bool:
         return self.choice.prompt_format == "reflection_tokens"
+
+    @property
+    def relevance(self) -> str:
+        """The relevance reading in use: ``config.relevance``, or for ``auto`` the method's
+        ``auto_relevance`` where it can be read: a reading that needs the question likelihood
+        falls back to ``passage`` unless critiques come from label probabilities on a backend
+        that scores a given reply."""
+        mode = self.config.relevance
+        if mode != "auto":
+            return mode
+        wanted = self.auto_relevance
+        if wanted in ("question_likelihood", "label_and_likelihood") and not (
+                self.llm.supports_forced and self.choice.source == "label_probs"):
+            return "passage"
+        return wanted
 
     def groups(self) -> dict[str, TokenGroup]:
         return REFLECTION_GROUPS if self.reflection else LABEL_GROUPS

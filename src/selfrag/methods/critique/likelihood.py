@@ -26,8 +26,9 @@ and 20. Measured as built (2026-11-26): 0.848 on the benchmark's first 100
 questions (label question 0.751 on the same paragraphs) and 0.902 on
 questions 300-359 (label question 0.723); README, "Relevance critiques".
 
-``critic.relevance: label_and_likelihood`` reads this value and the label
-question's P(relevant) and takes their mean (:func:`.relevance.known_relevance`):
+``critic.relevance: label_and_likelihood`` (what ``auto``, the default, reads in
+``self_rag_critic`` on a backend that scores a given reply) reads this value and
+the label question's P(relevant) and takes their mean (:func:`.relevance.known_relevance`):
 0.876 and 0.860 on the benchmark's first 100 questions and on questions
 100-199, where this reading alone gave 0.848 and 0.832.
 
@@ -55,7 +56,7 @@ SCALE = 2.0
 
 def wants_likelihood(critic: Critic) -> bool:
     """Question likelihood is read alone or, for ``label_and_likelihood``, beside the label question."""
-    return critic.config.relevance in (SOURCE, MEAN_SOURCE) and not critic.reflection
+    return critic.relevance in (SOURCE, MEAN_SOURCE) and not critic.reflection
 
 
 def mean_logprob(step: StepRecord) -> float | None:
@@ -82,7 +83,7 @@ async def likelihood_relevance(critic: Critic, run: Run, question: str, result: 
         return None
     if not critic.llm.supports_forced:
         raise ConfigError(
-            f"critic.relevance={critic.config.relevance} needs a backend that scores a given reply ({critic.llm.spec} "
+            f"critic.relevance={critic.relevance} needs a backend that scores a given reply ({critic.llm.spec} "
             "does not); use llamacpp:/path/model.gguf or critic.relevance: passage"
         )
     forks = [run.fork() for _ in docs]

@@ -56,7 +56,7 @@ MEAN_SOURCE = "label_and_likelihood"
 
 def wants_linked(critic: Critic, docs: Sequence[Document | None]) -> bool:
     """Linked readings apply to label questions (not a reflection-token model) over two or more passages."""
-    return critic.config.relevance == "linked" and not critic.reflection and sum(d is not None for d in docs) >= 2
+    return critic.relevance == "linked" and not critic.reflection and sum(d is not None for d in docs) >= 2
 
 
 async def linked_relevance(critic: Critic, run: Run, question: str, result: RetrievalResult) -> list[Reading | None] | None:
@@ -120,10 +120,10 @@ async def known_relevance(critic: Critic, run: Run, question: str, result: Retri
     """
     from .likelihood import likelihood_relevance
 
-    if critic.config.relevance == "linked":
+    if critic.relevance == "linked":
         return await linked_relevance(critic, run, question, result)
     likely = await likelihood_relevance(critic, run, question, result)  # None for passage
-    if likely is None or critic.config.relevance != MEAN_SOURCE:
+    if likely is None or critic.relevance != MEAN_SOURCE:
         return likely
     docs = list(result.documents)
     forks = [run.fork() for _ in docs]
