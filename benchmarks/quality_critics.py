@@ -346,9 +346,10 @@ def _mean_rows(records: list[dict[str, Any]], primed: list[dict[str, Any]], row:
 
 
 def support_rows(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """AUCs of correct vs wrong candidates' support, from the self_rag_critic and self_rag runs."""
+    """AUCs of correct vs wrong candidates' support, from the self_rag_critic(_label) and self_rag runs."""
     out = []
     for variant, label in (("self_rag_critic", "support: self_rag_critic P(support)"),
+                           ("self_rag_critic_label", "support: self_rag_critic_label P(support)"),
                            ("self_rag", "support: self_rag combined [IsSup] label (1 / 0.5 / 0)")):
         rows = runs.get(variant)
         if not rows:
@@ -392,7 +393,8 @@ def evidence_rows(runs: dict[str, list[dict[str, Any]]], gold: dict[str, set[str
     verdict; the ``[IsRel]`` verdicts are then read from the one-passage candidates."""
     out = []
     for variant, model_label in (("self_rag", "combined [IsRel] verdict (1 / 0)"),
-                                 ("self_rag_critic", "critic P(relevant)")):
+                                 ("self_rag_critic", "critic relevance (label question and question likelihood)"),
+                                 ("self_rag_critic_label", "critic P(relevant), label question alone")):
         passages, n = [], 0
         for row in runs.get(variant) or []:
             titles = gold.get(str(row.get("id")))
