@@ -46,22 +46,26 @@ def out_path(tag: str, dataset: str) -> Path:
     return HERE / "results" / "runs" / "quality" / tag / "critics" / f"replay_label_and_likelihood_{dataset}.jsonl"
 
 
-def label_values(record: dict[str, Any]) -> dict[str, float] | None:
-    """P(relevant) per passage title from the run's ``rank_evidence`` step (None when the trace lacks it)."""
+def rank_rows(record: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The passages of the run's ``rank_evidence`` step (None when the trace lacks it)."""
     for step in record.get("reasoning_chain") or []:
         if step.get("action") == "rank_evidence":
-            rows = (step.get("details") or {}).get("passages") or []
-            return {r["title"]: r["model"] for r in rows if r.get("judged")}
+            return (step.get("details") or {}).get("passages") or []
     return None
+
+
+def label_values(record: dict[str, Any]) -> dict[str, float] | None:
+    """P(relevant) per passage title the run judged (None when the trace lacks the ranking)."""
+    rows = rank_rows(record)
+    return None if rows is None else {r["title"]: r["model"] for r in rows if r.get("judged")}
 
 
 def run_kept(record: dict[str, Any]) -> list[str] | None:
-    """The passages the run's own ``rank_evidence`` step kept, best first (None when the trace lacks it)."""
-    for step in record.get("reasoning_chain") or []:
-        if step.get("action") == "rank_evidence":
-            rows = [r for r in step["details"]["passages"] if r.get("kept")]
-            return [r["title"] for r in sorted(rows, key=lambda r: (-r["fused"], r["index"]))]
-    return None
+    """The passages the run's own ranking kept, best first (None when the trace lacks it)."""
+    rows = rank_rows(record)
+    if rows is None:
+        return None
+    return [r["title"] for r in sorted((r for r in rows if r.get("kept")), key=lambda r: (-r["fused"], r["index"]))]
 
 
 def kept_titles(run: Any) -> list[str]:
@@ -152,13 +156,13 @@ def summary(path: Path, dataset_name: str, tag: str) -> dict[str, Any]:
                                               / "predictions.slim.jsonl")}
     lines = read_jsonl(path)
 
-    def score(prediction: str | None, gold: list[str], row: dict[str, Any]) -> float:
+    def score(prediction: str | None, gold: list[str]) -> float:
         if dataset.metric == "yesno":
             return question_score({"prediction": prediction, "gold": gold}, "yesno")
         return best_over(f1_score, prediction or "", gold)
 
     old = [question_score(records[r["id"]], dataset.metric) for r in lines]
-    new = [score(r["answer_mean"], r["gold"], records[r["id"]]) for r in lines]
+    new = [score(r["answer_mean"], r["gold"]) for r in lines]
     base_rows = {r["id"]: r for r in read_jsonl(run_dir(HERE / "results", tag, dataset, VARIANTS[BASELINE])
                                                 / "predictions.slim.jsonl")}
     paired = [(n, question_score(base_rows[r["id"]], dataset.metric))
