@@ -68,12 +68,9 @@ def run_kept(record: dict[str, Any]) -> list[str] | None:
     return [r["title"] for r in sorted((r for r in rows if r.get("kept")), key=lambda r: (-r["fused"], r["index"]))]
 
 
-def kept_titles(run: Any) -> list[str]:
-    """The passages the last ``rank_evidence`` step kept, best first."""
-    step = [s for s in run.records if s.action == "rank_evidence"][-1]
-    rows = [r for r in step.details["passages"] if r["kept"]]
-    key = step.details["ranked_by"]
-    return [r["title"] for r in sorted(rows, key=lambda r: (-r[key], r["index"]))]
+def titles(ranked: Any) -> list[str]:
+    """The passages a ranking kept for the joint draft, best first."""
+    return [d.title for d in ranked.passages.docs]
 
 
 async def replay(spec: str, dataset_name: str, path: Path) -> None:
@@ -83,10 +80,11 @@ async def replay(spec: str, dataset_name: str, path: Path) -> None:
     from selfrag.methods.answer_shape import finalize_answer, keep_answers
     from selfrag.methods.critique import Critic, CriticConfig
     from selfrag.methods.critique.likelihood import likelihood_relevance
-    from selfrag.methods.critique.relevance import label_relevance
+    from selfrag.methods.critique.relevance import averaged, label_relevance
     from selfrag.methods.joint_answer import joint_answer
     from selfrag.methods.self_rag_evidence import rank_evidence
     from selfrag.methods.trace import Run
+    from selfrag.reflection.readings import Reading
     from selfrag.retrieval.registry import retriever_factory
 
     dataset, variant = DATASETS[dataset_name], VARIANTS[VARIANT]
@@ -121,11 +119,12 @@ async def replay(spec: str, dataset_name: str, path: Path) -> None:
         likely = await likelihood_relevance(likely_critic, run, q.text, result) or []
         label = [labels.get(d.title) for d in docs]
         lik = [None if r is None else r.value for r in likely]
-        mean = [a if b is None else b if a is None else (a + b) / 2 for a, b in zip(label, lik, strict=True)]
-        rank_evidence(run, q.text, docs, result.scores, label, mcfg.joint_passages)
-        old = kept_titles(run)
+        both = [averaged(None if v is None else Reading("relevance", {"relevant": v, "irrelevant": 1 - v}, "label_probs"), r)
+                for v, r in zip(label, likely, strict=True)]
+        mean = [None if r is None else r.value for r in both]
+        old = titles(rank_evidence(run, q.text, docs, result.scores, label, mcfg.joint_passages))
         ranked = rank_evidence(run, q.text, docs, result.scores, mean, mcfg.joint_passages)
-        new = kept_titles(run)
+        new = titles(ranked)
         line: dict[str, Any] = {"id": q.id, "kept_run": run_kept(record), "kept_label": old, "kept_mean": new, "changed": old != new,
                                 "fallback": False, "answer_label": record.get("prediction")}
         answer = record.get("prediction")
