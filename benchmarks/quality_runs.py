@@ -288,7 +288,7 @@ def settings_remark(dataset: Dataset, variant: Variant, n: int | None, llm: str 
     report says so rather than present it as today's (``--fresh`` measures it again).
     """
     from selfrag.errors import ConfigError
-    from selfrag.eval.resume import setting_differences
+    from selfrag.eval.resume import default_changes, setting_differences
 
     try:
         today = load_cfg(dataset, variant, n, llm)
@@ -296,7 +296,7 @@ def settings_remark(dataset: Dataset, variant: Variant, n: int | None, llm: str 
         # The YAML changed under a long run (a key this process's code does not know): the
         # answers are on disk; the report says so instead of dying at its last step.
         return f"not compared with configs/{variant.config}, which does not load in this process: {exc}"
-    diffs = setting_differences(today, dest)
+    diffs = setting_differences(today, dest) + default_changes(today, dest)
     return f"measured with other settings than configs/{variant.config} has now ({', '.join(diffs)})" if diffs else ""
 
 

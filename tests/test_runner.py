@@ -245,6 +245,44 @@ async def test_resume_through_the_api_refuses_other_settings_before_answering(tm
     assert len(read_predictions(first.run_dir / "predictions.jsonl")) == 2
 
 
+async def test_resume_refuses_a_default_changed_since_the_run_started(tmp_path):
+    # The stored config.yaml holds the method section as written, so a changed code default passed
+    # unseen (self_rag_critic's relevance reading did). The summary records every method setting.
+    data = dataset(tmp_path, n=3)
+    llm = ScriptedBackend({"capital number": "x"})
+    first = await run_experiment_async(config(tmp_path, data, "data.subset_size=1"), progress=False, llm=llm)
+    summary_path = first.run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    assert summary["method_settings"] == {"top_k": 1, "max_context_tokens": 2000, "answer_reading": "text"}
+    # As if the run had been written when the default was 1500.
+    summary["method_settings"]["max_context_tokens"] = 1500
+    summary_path.write_text(json.dumps(summary))
+    with pytest.raises(ConfigError, match=r"at vanilla.max_context_tokens \(1500 then, 2000 now\) \(a default "
+                       r"changed since the run started\); set the run's value in the config \(or with --set"):
+        await run_experiment_async(config(tmp_path, data), resume_dir=first.run_dir, progress=False, llm=llm)
+    assert len(llm.calls) == 1
+    # Setting the run's value explicitly resumes it, though the section's text now differs.
+    await run_experiment_async(config(tmp_path, data, "vanilla.max_context_tokens=1500"),
+                               resume_dir=first.run_dir, progress=False, llm=llm)
+    assert len(read_predictions(first.run_dir / "predictions.jsonl")) == 3
+    # Another value than the run's is still refused.
+    with pytest.raises(ConfigError, match=r"vanilla.max_context_tokens \(1500 then, 1000 now\)"):
+        await run_experiment_async(config(tmp_path, data, "vanilla.max_context_tokens=1000"),
+                                   resume_dir=first.run_dir, progress=False, llm=llm)
+
+
+async def test_a_run_from_before_the_settings_record_resumes_and_then_records_them(tmp_path):
+    data = dataset(tmp_path, n=2)
+    llm = ScriptedBackend({"capital number": "x"})
+    first = await run_experiment_async(config(tmp_path, data, "data.subset_size=1"), progress=False, llm=llm)
+    summary_path = first.run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    del summary["method_settings"]
+    summary_path.write_text(json.dumps(summary))
+    result = await run_experiment_async(config(tmp_path, data), resume_dir=first.run_dir, progress=False, llm=llm)
+    assert result.summary["method_settings"]["max_context_tokens"] == 2000 and len(llm.calls) == 2
+
+
 async def test_resume_from_another_checkout_accepts_another_cache_path(tmp_path):
     # A fresh clone in another folder resolves the cache path against itself: not another set-up.
     data = dataset(tmp_path, n=3)

@@ -4,6 +4,13 @@
 as well, that config must resolve to the same settings (the number of
 questions, the concurrency, the error-rate limit and the output folder may
 change); otherwise answers from two different set-ups would be mixed in one run.
+
+The stored config holds the method's section as written, so a default changed in
+the code since the run started would pass unseen. The run's summary therefore
+records every setting the method ran with (``method_settings``, defaults
+included); where it is present, the method is compared on those instead of on
+the section's text: a changed default is refused, and setting the run's value
+explicitly resumes it.
 """
 
 from __future__ import annotations
@@ -14,12 +21,14 @@ from typing import Any
 
 from ..config import ExperimentConfig, load_config, redact, with_absolute_paths
 from ..errors import ConfigError
-from .results import CONFIG_FILE, check_run_dir
+from .results import CONFIG_FILE, SUMMARY_FILE, check_run_dir, read_json
 
 # Settings a resumption may change. None changes an answer; the cache's place is resolved against
 # the checkout, so a fresh clone elsewhere (resuming the benchmark's committed runs) differs there.
 MAY_CHANGE = {"run.concurrency", "run.max_error_rate", "data.subset_size", "experiment.output_dir", "cache.path"}
 REDACTED = "***"
+# The summary's key for every setting of the method (method_settings below).
+METHOD_SETTINGS = "method_settings"
 
 
 def config_differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -33,6 +42,22 @@ def config_differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str =
         elif va != vb:
             out.append(dotted)
     return out
+
+
+def method_settings(cfg: ExperimentConfig) -> dict[str, Any]:
+    """Every setting of ``cfg``'s method, the code's defaults included."""
+    from ..methods.registry import get_method_class
+
+    cls = get_method_class(cfg.architecture.name)
+    return cls.resolve_config(cfg.methods.get(cls.section()), cfg.inherited()).model_dump(mode="json")
+
+
+def _recorded_settings(run_dir: Path) -> dict[str, Any] | None:
+    path = Path(run_dir) / SUMMARY_FILE
+    if not path.is_file():
+        return None
+    recorded = read_json(path).get(METHOD_SETTINGS)
+    return recorded if isinstance(recorded, dict) else None
 
 
 def _has_redacted(data: Any) -> bool:
@@ -73,6 +98,13 @@ def check_same_settings(cfg: ExperimentConfig, run_dir: Path) -> None:
             f"the config differs from the run's {Path(run_dir) / CONFIG_FILE} at {', '.join(diffs[:4])}; "
             f"resume with the same settings, or give only --resume {run_dir}"
         )
+    changed = default_changes(cfg, run_dir)
+    if changed:
+        raise ConfigError(
+            f"the method's settings differ from those {run_dir}'s answers were written with at "
+            f"{'; '.join(changed[:4])} (a default changed since the run started); set the run's value "
+            "in the config (or with --set KEY=VALUE) to resume, or start a new run"
+        )
 
 
 def setting_differences(cfg: ExperimentConfig, run_dir: Path) -> list[str]:
@@ -82,5 +114,39 @@ def setting_differences(cfg: ExperimentConfig, run_dir: Path) -> list[str]:
     if not stored_path.is_file():
         return []
     mine = redact(with_absolute_paths(cfg).to_dict())
-    theirs = redact(load_config(stored_path).to_dict())
-    return [k for k in config_differences(mine, theirs) if k not in MAY_CHANGE]
+    stored = load_config(stored_path)
+    theirs = redact(stored.to_dict())
+    diffs = [k for k in config_differences(mine, theirs) if k not in MAY_CHANGE]
+    if _recorded_settings(run_dir) is not None and cfg.architecture.name == stored.architecture.name:
+        # The method is compared on every setting it ran with (default_changes), not on its text.
+        section = _section(cfg)
+        diffs = [k for k in diffs if k != section and not k.startswith(section + ".")]
+    return diffs
+
+
+def default_changes(cfg: ExperimentConfig, run_dir: Path) -> list[str]:
+    """``key (then, now)`` for each setting of the method that differs from the one the run's summary
+    records (none when it records none: runs from before the record)."""
+    recorded = _recorded_settings(run_dir)
+    if recorded is None:
+        return []
+    now = method_settings(cfg)
+    section = _section(cfg)
+    return [
+        f"{section}.{key} ({_at(recorded, key)!r} then, {_at(now, key)!r} now)"
+        for key in config_differences(now, recorded)
+    ]
+
+
+def _section(cfg: ExperimentConfig) -> str:
+    from ..methods.registry import get_method_class
+
+    return get_method_class(cfg.architecture.name).section()
+
+
+def _at(data: Mapping[str, Any], dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(part)  # type: ignore[assignment]
+    return data

@@ -52,7 +52,7 @@ from .results import (
     write_json,
     writing,
 )
-from .resume import check_same_settings
+from .resume import METHOD_SETTINGS, check_same_settings
 from .run_lock import RunLock
 from .scoring import accounting, question_metrics
 from .summary import run_status, summarize
@@ -144,6 +144,8 @@ class Experiment:
             "method": self.method.name,
             "retriever": cfg.retrieval.method if self.method.uses_retrieval else None,
             "top_k": self.top_k if self.method.uses_retrieval else None,
+            # Every setting the method ran with, defaults included: a resume compares them (resume.py).
+            METHOD_SETTINGS: self.method.config.model_dump(mode="json"),
             "model": str(getattr(self.llm, "model", "") or ""),
             "llm_spec": str(getattr(self.llm, "spec", cfg.llm.spec) or ""),
             "dataset": cfg.data.dataset,

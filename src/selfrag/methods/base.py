@@ -91,8 +91,7 @@ class Method(ABC):
         self.llm = llm
         self.retriever = retriever
         self.retriever_factory = retriever_factory
-        own = parse_model(self.Config, config, prefix=self.section())
-        self.config = own.model_copy(update=inherit(self.Config.model_fields, own, inherited))
+        self.config = self.resolve_config(config, inherited)
         self.llm_params: dict[str, Any] = {
             "max_tokens": inherited.max_tokens if max_tokens is None else max_tokens,
             "temperature": inherited.temperature if temperature is None else temperature,
@@ -103,6 +102,13 @@ class Method(ABC):
     @classmethod
     def section(cls) -> str:
         return cls.config_section or cls.name
+
+    @classmethod
+    def resolve_config(cls, config: MethodConfig | dict[str, Any] | None, inherited: Inherited) -> MethodConfig:
+        """The settings the method runs with: its section's keys, the inherited ones it leaves
+        unset, and the code's defaults for the rest."""
+        own = parse_model(cls.Config, config, prefix=cls.section())
+        return own.model_copy(update=inherit(cls.Config.model_fields, own, inherited))
 
     # -- seed-compatible accessors --------------------------------------------
     def get_name(self) -> str:
