@@ -10,7 +10,7 @@ from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.llm.base import BaseBackend, LLMRequest
 from selfrag.methods import create_method
-from selfrag.methods.critique import Critic, CriticConfig
+from selfrag.methods.critique import Critic, CriticConfig, Task
 from selfrag.methods.critique.likelihood import SCALE, centred_values, likelihood_relevance
 from selfrag.methods.trace import Run
 from selfrag.types import Generation, RetrievalResult
@@ -152,15 +152,26 @@ async def test_a_scored_reply_is_cached_apart_from_a_written_one(tmp_path):
 async def test_label_and_likelihood_reads_the_mean_of_both_once_per_passage(france_retriever):
     """Label P(relevant) A 0.9, B 0.5, C 0.1; likelihood 0.8808, 0.5, 0.1192: means 0.8904, 0.5, 0.1096."""
     llm = ScriptedBackend(likelihood_script())
+    llm.decodes_serially = True  # as the in-process llama.cpp backend: calls run in order
     cfg = {"self_rag_critic": {"joint_candidate": False, "critic": {"relevance": "label_and_likelihood"}}}
     r = await create_method("self_rag_critic", llm, france_retriever, cfg).answer(Q)
     assert r.answer == "Paris"
     actions = [s.action for s in r.reasoning_chain]
-    # The question scored after each passage, then the label question about each, then the candidates.
-    assert actions[3:9] == ["critique_relevance"] * 6
-    assert actions[9:12] == ["generate_candidate", "critique_support", "critique_utility"]
+    # The question scored after each passage, then per passage the label question beside its
+    # candidate and support question, so that the three prompts follow one another and share
+    # the question-and-passage prefix (a serial backend evaluates the passage once for them).
+    assert actions[3:6] == ["critique_relevance"] * 3
+    per_passage = ["critique_relevance", "generate_candidate", "critique_support", "critique_utility"]
+    assert actions[6:18] == per_passage * 3
     rel = [s for s in r.reasoning_chain if s.action == "critique_relevance"]
     assert [s.details["critique_source"] for s in rel] == ["question_likelihood"] * 3 + ["label_probs"] * 3
+    texts = [c.prompt_text() for c in llm.calls]
+    for i in range(3):  # the label question, the candidate and support: one after another, one passage
+        label, candidate, support = texts[4 + 4 * i : 7 + 4 * i]
+        assert "Does the document above give information" in label and "Answer the question" in candidate
+        shared = label.split("Does the document above")[0]
+        assert candidate.startswith(shared) and support.startswith(shared)
+    assert r.reasoning_chain[0].details["schedule"] == "sequential"
     texts = [c.prompt_text() for c in llm.calls]
     assert sum("Does the document above give information" in t for t in texts) == 3  # not asked again per candidate
     # 1 decision + 3 likelihood + 3 label questions + 3 × (candidate, support, utility)
@@ -170,13 +181,18 @@ async def test_label_and_likelihood_reads_the_mean_of_both_once_per_passage(fran
 
 
 async def test_the_mean_reading_hand_checked(france_docs):
+    from selfrag.methods.critique.drafts import drafts
     from selfrag.methods.critique.relevance import known_relevance
 
     llm = ScriptedBackend(likelihood_script())
     critic = Critic(llm, CriticConfig(source="label_probs", relevance="label_and_likelihood"))
     result = RetrievalResult(documents=tuple(france_docs), scores=(3.0, 2.0, 1.0), query=Q,
                              retrieval_time_ms=1.0, method="bm25")
-    readings = await known_relevance(critic, Run(llm, None, {}), Q, result)
+    run = Run(llm, None, {})
+    likely = await known_relevance(critic, run, Q, result)  # the likelihood half, made first
+    assert [round(r.value, 4) for r in likely] == [0.8808, 0.5, 0.1192]
+    written = await drafts(critic, run, Task(Q), list(france_docs), known=likely)
+    readings = [d.readings["relevance"] for d in written]
     assert [round(r.value, 4) for r in readings] == [0.8904, 0.5, 0.1096]
     assert {r.source for r in readings} == {"label_and_likelihood"}
     assert "mean of P(relevant) 0.900 and question likelihood 0.881" in readings[0].note

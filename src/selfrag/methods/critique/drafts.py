@@ -7,7 +7,10 @@ or the next segment) per passage (``None``: no passage) and critiques it:
   critique tokens, read from the top log-probabilities where the model wrote them;
 * with label questions, per passage: relevance and the candidate, then
   support, utility (and, for a segment, whether the answer is finished), each
-  one call whose prompt shares the passage-bearing prefix.
+  one call whose prompt shares the passage-bearing prefix. ``known``
+  relevance readings (made before, :func:`.relevance.known_relevance`) stand
+  instead of the label question, except the likelihood half of
+  ``label_and_likelihood``: the label question is asked here and averaged with it.
 
 Candidates are written concurrently (or one after another on a serial
 backend); their steps join the trace in passage order, each candidate's
@@ -36,7 +39,7 @@ from ...types import Document
 from ..context import format_passage
 from ..trace import Run
 from .critic import Critic, Task
-from .relevance import label_relevance
+from .relevance import MEAN_SOURCE, averaged, label_relevance
 
 
 async def drafts(
@@ -122,9 +125,11 @@ async def _instruction_draft(
     rel_run, gen_run = run.fork(), run.fork()
 
     async def relevance() -> Reading | None:
-        if known is not None or doc is None:
+        mean = critic.relevance == MEAN_SOURCE  # known holds the likelihood half
+        if doc is None or (known is not None and not mean):
             return known
-        return await label_relevance(critic, rel_run, question, doc, thought)
+        label = await label_relevance(critic, rel_run, question, doc, thought)
+        return averaged(label, known) if mean else label
 
     async def generate() -> tuple[str, float | None]:
         so_far = {"answer": task.answer_so_far or "(nothing yet)"} if task.segment else {}

@@ -28,7 +28,7 @@ questions 300-359 (label question 0.723); README, "Relevance critiques".
 
 ``critic.relevance: label_and_likelihood`` (what ``auto``, the default, reads in
 ``self_rag_critic`` on a backend that scores a given reply) reads this value and
-the label question's P(relevant) and takes their mean (:func:`.relevance.known_relevance`):
+the label question's P(relevant) and takes their mean (:func:`.relevance.averaged`):
 0.876 and 0.860 on the benchmark's first 100 questions and on questions
 100-199, where this reading alone gave 0.848 and 0.832.
 

@@ -112,24 +112,17 @@ def averaged(label: Reading | None, likely: Reading | None) -> Reading | None:
 
 async def known_relevance(critic: Critic, run: Run, question: str, result: RetrievalResult) -> list[Reading | None] | None:
     """The relevance readings made before the candidates are written (``linked``,
-    ``question_likelihood`` or ``label_and_likelihood``); None for ``passage``, which reads each
-    beside its own candidate.
+    ``question_likelihood``, or for ``label_and_likelihood`` its likelihood half); None for
+    ``passage``, which reads each beside its own candidate.
 
-    ``label_and_likelihood`` scores the question after every passage first, then asks the label
-    question about each passage in a row (the calls share the system-and-question prefix).
+    ``label_and_likelihood`` scores the question after every passage here; its label question is
+    asked beside each passage's candidate (:func:`.drafts.drafts`, which takes the mean with
+    :func:`averaged`), where its prompt shares the question-and-passage prefix with the
+    candidate's and the support question's, so a serial backend evaluates the passage once for
+    the three instead of once more for a label round of its own.
     """
     from .likelihood import likelihood_relevance
 
     if critic.relevance == "linked":
         return await linked_relevance(critic, run, question, result)
-    likely = await likelihood_relevance(critic, run, question, result)  # None for passage
-    if likely is None or critic.relevance != MEAN_SOURCE:
-        return likely
-    docs = list(result.documents)
-    forks = [run.fork() for _ in docs]
-    labels = await critic.gather([
-        label_relevance(critic, forks[i], question, doc, f"Is passage {doc.title or doc.id} relevant?")
-        for i, doc in enumerate(docs)
-    ])
-    run.join(*forks)
-    return [averaged(label, reading) for label, reading in zip(labels, likely, strict=True)]
+    return await likelihood_relevance(critic, run, question, result)  # None for passage
