@@ -349,6 +349,7 @@ def support_rows(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """AUCs of correct vs wrong candidates' support, from the self_rag_critic(_label) and self_rag runs."""
     out = []
     for variant, label in (("self_rag_critic", "support: self_rag_critic P(support)"),
+                           ("self_rag_critic_all", "support: self_rag_critic_all P(support)"),
                            ("self_rag_critic_label", "support: self_rag_critic_label P(support)"),
                            ("self_rag", "support: self_rag combined [IsSup] label (1 / 0.5 / 0)")):
         rows = runs.get(variant)

@@ -201,3 +201,20 @@ async def test_the_mean_reading_hand_checked(france_docs):
     critic = Critic(llm, CriticConfig(source="label_probs", relevance="label_and_likelihood"))
     with pytest.raises(ConfigError, match="critic.relevance=label_and_likelihood needs a backend"):
         await known_relevance(critic, Run(llm, None, {}), Q, result)
+
+
+async def test_a_known_mean_reading_stands_in_a_later_draft(france_docs):
+    """Self-reflection hands a draft's own relevance reading to its rewrite: a mean reading is
+    final (only a likelihood half is averaged with the label question), so it is not averaged again."""
+    from selfrag.methods.critique.drafts import drafts
+    from selfrag.methods.critique.relevance import averaged
+    from selfrag.reflection.readings import Reading
+
+    llm = ScriptedBackend(likelihood_script())
+    critic = Critic(llm, CriticConfig(source="label_probs", relevance="label_and_likelihood"))
+    label = Reading("relevance", {"relevant": 0.9, "irrelevant": 0.1}, "label_probs")
+    likely = Reading("relevance", {"relevant": 0.3, "irrelevant": 0.7}, "question_likelihood")
+    mean = averaged(label, likely)
+    written = await drafts(critic, Run(llm, None, {}), Task(Q), [france_docs[0]], known=[mean])
+    assert written[0].readings["relevance"] is mean and round(mean.value, 4) == 0.6
+    assert not any("Does the document above give information" in c.prompt_text() for c in llm.calls)

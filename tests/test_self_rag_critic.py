@@ -472,3 +472,44 @@ async def test_a_yes_no_joint_draft_writes_the_facts_first_as_in_self_rag(france
     cfg = {"self_rag_critic": {"facts_first": "off"}}
     off = await create_method("self_rag_critic", ScriptedBackend(script), france_retriever, cfg).answer(question)
     assert off.answer == "no" and not any(s.action == "generate_after_facts" for s in off.reasoning_chain)
+
+
+async def test_passage_candidates_wait_for_a_joint_draft_without_an_answer(france_retriever):
+    """By default only the joint draft is written when it has an answer: every passage's relevance
+    is read (it ranks the joint's passages), no per-passage candidate. The answer, the joint's
+    passages and every reading are those of the seed's pipeline (passage_candidates: always)."""
+    llm = ScriptedBackend(label_script())
+    r = await create_method("self_rag_critic", llm, france_retriever).answer(Q)
+    full = await create_method("self_rag_critic", ScriptedBackend(label_script()), france_retriever,
+                               {"self_rag_critic": {"passage_candidates": "always"}}).answer(Q)
+    actions = [s.action for s in r.reasoning_chain]
+    assert "generate_candidate" not in actions and "rerank" not in actions
+    assert "generate_candidate" in [s.action for s in full.reasoning_chain]
+    # 1 decision + 3 likelihood + 3 label questions + the joint's answer, support and utility; the
+    # seed's pipeline adds 3 candidates and their support and utility questions (one utility
+    # prompt, "Paris", is the joint's own and is read once).
+    assert (r.num_llm_calls, full.num_llm_calls) == (10, 18)
+    assert r.answer == full.answer == "Paris" and len(r.candidates) == 1
+
+    def joint_passages(resp):
+        step = next(s for s in resp.reasoning_chain if s.action == "rank_evidence")
+        return [(p["title"], p.get("model")) for p in step.details["passages"]]
+
+    assert joint_passages(r) == joint_passages(full)
+
+
+async def test_a_joint_draft_without_an_answer_brings_the_passage_candidates_back(france_retriever):
+    script = {"Use the documents below": "[IsRel] relevant", **label_script()}
+    llm = ScriptedBackend(script)
+    r = await create_method("self_rag_critic", llm, france_retriever).answer(Q)
+    full = await create_method("self_rag_critic", ScriptedBackend(script), france_retriever,
+                               {"self_rag_critic": {"passage_candidates": "always"}}).answer(Q)
+    assert r.answer == full.answer == "Paris"
+    assert [s.action for s in r.reasoning_chain].count("generate_candidate") == 3
+    assert next(s for s in r.reasoning_chain if s.action == "discard_candidates")
+    # Each passage's label question was asked once: the candidates' drafts reuse the readings.
+    texts = [c.prompt_text() for c in llm.calls]
+    assert sum("Does the document above give information" in t for t in texts) == 3
+    assert sum(c.forced is not None for c in llm.calls) == 3
+    assert r.num_llm_calls == full.num_llm_calls
+    assert sorted(c.text for c in r.candidates) == sorted(c.text for c in full.candidates)

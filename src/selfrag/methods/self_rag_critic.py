@@ -3,7 +3,10 @@
 Adaptive retrieval -> critic reranking -> one candidate per kept passage,
 scored by the segment score -> the best -> optional self-reflection. The
 critique source (reflection tokens, label-word probabilities or text labels)
-is chosen per backend and recorded in the trace.
+is chosen per backend and recorded in the trace. By default the draft over
+the most relevant passages (the joint draft) is the answer whenever it has
+one, and the per-passage candidates are written only when it has none
+(``passage_candidates``); every passage's relevance is read either way.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from ..reflection import score as S
-from ..reflection.readings import Draft
+from ..reflection.readings import Draft, Reading
 from ..types import ArchitectureType, Document, Question, RetrievalResult
 from .abstention import ABSTAIN_ANSWER, note_abstention, relevance_floor_reason
 from .answer_format import answer_format
@@ -24,7 +27,7 @@ from .choice_reading import reader_for
 from .critique import Critic, CriticConfig, Task
 from .critique import drafts as write_drafts
 from .critique.drafts import critiqued_answer
-from .critique.relevance import known_relevance
+from .critique.relevance import every_relevance, known_relevance
 from .critique.stages import (
     AdaptiveConfig,
     ReflectionConfig,
@@ -64,6 +67,13 @@ class SelfRagCriticConfig(JointAnswerConfig):
     joint_candidate: bool = True
     joint_passages: int = Field(5, ge=2)
     selection: Literal["joint_first", "critique"] = "joint_first"
+    # "fallback": the per-passage candidates (and seed 002's critic reranker over them) are written
+    # only when the joint draft has no usable answer; every passage's relevance is read all the
+    # same, as it ranks the joint's passages. The joint draft was the answer in all 434 benchmark
+    # runs of a question (2026-11-28), so their ~3 calls per passage changed no answer. "always":
+    # written for every question, seed 002's pipeline. Without the joint draft, with selection:
+    # critique or with reflection tokens (relevance comes with the candidate) they always are.
+    passage_candidates: Literal["always", "fallback"] = "fallback"
     # Context budget of the joint draft's answer call (vanilla_rag's prompt).
     max_context_tokens: int = Field(4000, ge=16)
     # facts_first and answer_reading (JointAnswerConfig): how the joint draft's answer is written.
@@ -108,26 +118,23 @@ class SelfRagCritic(Method):
         )
         q = question.text
         decision = await adaptive_retrieval(critic, run, Task(q), mode=cfg.adaptive.mode, threshold=cfg.adaptive.threshold)
-        drafts: list[Draft]
+        drafts: list[Draft] = []
         dropped: list[Draft] = []
+        relevance: list[Reading | None] | None = None  # read without candidates (passage_candidates)
         retrieved = False
         if decision.retrieve:
             result = await run.retrieve(q, cfg.top_k, thought="Stage: retrieve passages for the question.")
             retrieved = bool(result.documents)
         if not retrieved:
             drafts = await write_drafts(critic, run, Task(q), [None])
-        elif cfg.rerank.enabled:
-            reranked = await critic_rerank(critic, run, q, result, weights=weights, top_k=cfg.rerank.top_k)
-            drafts = [s.draft for s in reranked.kept]
-            dropped = [s.draft for s in reranked.ranked[cfg.rerank.top_k :]]
+        elif self._candidates_on_demand(critic, result):
+            relevance = await every_relevance(critic, run, q, result, await known_relevance(critic, run, q, result))
         else:
-            passages: list[Document | None] = list(result.documents)
-            known = await known_relevance(critic, run, q, result)
-            drafts = await write_drafts(critic, run, Task(q), passages, known=known)
+            drafts, dropped = await self._passage_drafts(critic, run, q, result, weights)
 
         joint: Draft | None = None
         joint_docs: tuple[Document, ...] = ()
-        ranked = self._rank(run, q, result, drafts + dropped) if retrieved else None
+        ranked = self._rank(run, q, result, drafts + dropped, relevance) if retrieved else None
         if ranked is not None and (why := relevance_floor_reason(ranked.best, cfg.abstain_min_relevance)):
             note_abstention(run, f"abstain_min_relevance={cfg.abstain_min_relevance}", why)
             details = {**choice.as_dict(), "p_retrieve": decision.p, "retrieval_decision": decision.decision,
@@ -139,6 +146,11 @@ class SelfRagCritic(Method):
             joint = await self._joint(critic, run, question, joint_docs)
             drafts = [joint, *drafts]
         usable = keep_answers(run, drafts, lambda d: d.text, q)
+        if not usable and relevance is not None:  # the joint draft has none: one candidate per passage
+            more, more_dropped = await self._passage_drafts(critic, run, q, result, weights, known=relevance)
+            drafts += more
+            dropped += more_dropped
+            usable = keep_answers(run, more, lambda d: d.text, q)
         if not usable:  # write one answer over every retrieved passage (or none)
             docs = list(result.documents) if retrieved else []
             usable = await write_drafts(critic, run, Task(q), [joint_document(docs) if docs else None])
@@ -215,15 +227,39 @@ class SelfRagCritic(Method):
             facts_first=self.config.facts_first, reader=self.reader)
         return await critiqued_answer(critic, run, Task(question.text), doc, answer)
 
-    def _rank(self, run: Run, question: str, result: RetrievalResult, judged: list[Draft]) -> Ranked | None:
-        """Fused relevance of every retrieved passage (the critic's P(relevant) where it judged one),
-        when the joint draft or the relevance floor needs it."""
+    def _candidates_on_demand(self, critic: Critic, result: RetrievalResult) -> bool:
+        """Whether the per-passage candidates wait until the joint draft turns out to have no answer."""
+        cfg: SelfRagCriticConfig = self.config
+        return (cfg.passage_candidates == "fallback" and cfg.joint_candidate and cfg.selection == "joint_first"
+                and not critic.reflection and len(result.documents) >= 2)
+
+    async def _passage_drafts(
+        self, critic: Critic, run: Run, q: str, result: RetrievalResult, weights: S.Weights,
+        known: Sequence[Reading | None] | None = None,
+    ) -> tuple[list[Draft], list[Draft]]:
+        """One critiqued candidate per retrieved passage: those kept by the critic reranker (all of
+        them without it), and those it dropped."""
+        cfg: SelfRagCriticConfig = self.config
+        if cfg.rerank.enabled:
+            reranked = await critic_rerank(critic, run, q, result, weights=weights, top_k=cfg.rerank.top_k, known=known)
+            return [s.draft for s in reranked.kept], [s.draft for s in reranked.ranked[cfg.rerank.top_k :]]
+        if known is None:
+            known = await known_relevance(critic, run, q, result)
+        return await write_drafts(critic, run, Task(q), list(result.documents), known=known), []
+
+    def _rank(self, run: Run, question: str, result: RetrievalResult, judged: list[Draft],
+              read: Sequence[Reading | None] | None = None) -> Ranked | None:
+        """Fused relevance of every retrieved passage (the critic's P(relevant): ``read`` in passage
+        order, or where a ``judged`` draft read one), when the joint draft or the relevance floor needs it."""
         cfg: SelfRagCriticConfig = self.config
         if not (cfg.joint_candidate or cfg.abstain_min_relevance is not None):
             return None
         docs = list(result.documents)
-        relevance = {d.passage.id: d.value("relevance") for d in judged if d.passage is not None}
-        model = [relevance.get(doc.id) for doc in docs]
+        if read is not None:
+            model = [None if r is None else r.value for r in read]
+        else:
+            relevance = {d.passage.id: d.value("relevance") for d in judged if d.passage is not None}
+            model = [relevance.get(doc.id) for doc in docs]
         return rank_evidence(run, question, docs, result.scores, model, cfg.joint_passages)
 
 

@@ -39,7 +39,7 @@ from ...types import Document
 from ..context import format_passage
 from ..trace import Run
 from .critic import Critic, Task
-from .relevance import MEAN_SOURCE, averaged, label_relevance
+from .relevance import passage_relevance
 
 
 async def drafts(
@@ -125,11 +125,9 @@ async def _instruction_draft(
     rel_run, gen_run = run.fork(), run.fork()
 
     async def relevance() -> Reading | None:
-        mean = critic.relevance == MEAN_SOURCE  # known holds the likelihood half
-        if doc is None or (known is not None and not mean):
+        if doc is None:
             return known
-        label = await label_relevance(critic, rel_run, question, doc, thought)
-        return averaged(label, known) if mean else label
+        return await passage_relevance(critic, rel_run, question, doc, known, thought)
 
     async def generate() -> tuple[str, float | None]:
         so_far = {"answer": task.answer_so_far or "(nothing yet)"} if task.segment else {}

@@ -47,9 +47,9 @@ from ...types import RetrievalResult
 from ..context import format_passage
 from ..trace import Run, StepRecord
 from .critic import Critic
-from .relevance import MEAN_SOURCE
+from .relevance import LIKELIHOOD_SOURCE, MEAN_SOURCE
 
-SOURCE = "question_likelihood"
+SOURCE = LIKELIHOOD_SOURCE
 # Logit per nat of mean token log-probability above the question's average passage.
 SCALE = 2.0
 

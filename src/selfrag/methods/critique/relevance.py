@@ -52,6 +52,7 @@ def anchors(question: str, docs: Sequence[Document], scores: Sequence[float] | N
 
 
 MEAN_SOURCE = "label_and_likelihood"
+LIKELIHOOD_SOURCE = "question_likelihood"
 
 
 def wants_linked(critic: Critic, docs: Sequence[Document | None]) -> bool:
@@ -96,6 +97,37 @@ async def label_relevance(critic: Critic, run: Run, question: str, doc: Document
         run, "relevance", prompt, action="critique_relevance", thought=thought, action_input=question
     )
     return reading
+
+
+async def passage_relevance(
+    critic: Critic, run: Run, question: str, doc: Document, known: Reading | None, thought: str
+) -> Reading | None:
+    """One passage's relevance as a draft reads it: ``known`` when it stands, else the label question
+    (averaged with ``known`` when that is the likelihood half of ``label_and_likelihood``)."""
+    half = known is not None and known.source == LIKELIHOOD_SOURCE and critic.relevance == MEAN_SOURCE
+    if known is not None and not half:
+        return known
+    label = await label_relevance(critic, run, question, doc, thought)
+    return averaged(label, known)
+
+
+async def every_relevance(
+    critic: Critic, run: Run, question: str, result: RetrievalResult, known: Sequence[Reading | None] | None
+) -> list[Reading | None]:
+    """Every retrieved passage's relevance (:func:`passage_relevance`) without writing its candidate.
+
+    The label questions are those a candidate's draft would ask, so drafts written afterwards for
+    the same question reuse the readings (:meth:`Critic.read`) instead of asking again.
+    """
+    docs = list(result.documents)
+    known = list(known or [None] * len(docs))
+    forks = [run.fork() for _ in docs]
+    readings = await critic.gather([
+        passage_relevance(critic, forks[i], question, doc, known[i], f"Is passage {doc.title or doc.id} relevant?")
+        for i, doc in enumerate(docs)
+    ])
+    run.join(*forks)
+    return list(readings)
 
 
 def averaged(label: Reading | None, likely: Reading | None) -> Reading | None:

@@ -158,10 +158,15 @@ async def critic_rerank(
     *,
     weights: S.Weights,
     top_k: int,
+    known: Sequence[Reading | None] | None = None,
 ) -> RerankResult:
-    """Write and critique one candidate per retrieved passage; order by the critic score; keep ``top_k``."""
+    """Write and critique one candidate per retrieved passage; order by the critic score; keep ``top_k``.
+
+    ``known``: relevance readings already made for the passages (None: made here as the critic's
+    ``relevance`` setting asks)."""
     docs: list[Document | None] = list(result.documents)
-    known = await known_relevance(critic, run, question, result)
+    if known is None:
+        known = await known_relevance(critic, run, question, result)
     drafts = await write_drafts(critic, run, Task(question), docs, known=known)
     scored = [
         Scored(d, i, result.scores[i] if i < len(result.scores) else None, d.critic_score(weights))
