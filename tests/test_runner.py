@@ -245,18 +245,22 @@ async def test_resume_through_the_api_refuses_other_settings_before_answering(tm
     assert len(read_predictions(first.run_dir / "predictions.jsonl")) == 2
 
 
+async def one_answered(tmp_path: Path, n: int):
+    """A vanilla_rag run over ``n`` questions stopped after the first: data, backend, run, summary."""
+    data = dataset(tmp_path, n=n)
+    llm = ScriptedBackend({"capital number": "x"})
+    first = await run_experiment_async(config(tmp_path, data, "data.subset_size=1"), progress=False, llm=llm)
+    return data, llm, first, json.loads((first.run_dir / "summary.json").read_text())
+
+
 async def test_resume_refuses_a_default_changed_since_the_run_started(tmp_path):
     # The stored config.yaml holds the method section as written, so a changed code default passed
     # unseen (self_rag_critic's relevance reading did). The summary records every method setting.
-    data = dataset(tmp_path, n=3)
-    llm = ScriptedBackend({"capital number": "x"})
-    first = await run_experiment_async(config(tmp_path, data, "data.subset_size=1"), progress=False, llm=llm)
-    summary_path = first.run_dir / "summary.json"
-    summary = json.loads(summary_path.read_text())
+    data, llm, first, summary = await one_answered(tmp_path, n=3)
     assert summary["method_settings"] == {"top_k": 1, "max_context_tokens": 2000, "answer_reading": "text"}
     # As if the run had been written when the default was 1500.
     summary["method_settings"]["max_context_tokens"] = 1500
-    summary_path.write_text(json.dumps(summary))
+    (first.run_dir / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(ConfigError, match=r"at vanilla.max_context_tokens \(1500 then, 2000 now\) \(a default "
                        r"changed since the run started\); set the run's value in the config \(or with --set"):
         await run_experiment_async(config(tmp_path, data), resume_dir=first.run_dir, progress=False, llm=llm)
@@ -272,13 +276,9 @@ async def test_resume_refuses_a_default_changed_since_the_run_started(tmp_path):
 
 
 async def test_a_run_from_before_the_settings_record_resumes_and_then_records_them(tmp_path):
-    data = dataset(tmp_path, n=2)
-    llm = ScriptedBackend({"capital number": "x"})
-    first = await run_experiment_async(config(tmp_path, data, "data.subset_size=1"), progress=False, llm=llm)
-    summary_path = first.run_dir / "summary.json"
-    summary = json.loads(summary_path.read_text())
+    data, llm, first, summary = await one_answered(tmp_path, n=2)
     del summary["method_settings"]
-    summary_path.write_text(json.dumps(summary))
+    (first.run_dir / "summary.json").write_text(json.dumps(summary))
     result = await run_experiment_async(config(tmp_path, data), resume_dir=first.run_dir, progress=False, llm=llm)
     assert result.summary["method_settings"]["max_context_tokens"] == 2000 and len(llm.calls) == 2
 

@@ -69,7 +69,7 @@ class SelfRagCriticConfig(JointAnswerConfig):
     selection: Literal["joint_first", "critique"] = "joint_first"
     # "fallback": the per-passage candidates (and seed 002's critic reranker over them) are written
     # only when the joint draft has no usable answer; every passage's relevance is read all the
-    # same, as it ranks the joint's passages. The joint draft was the answer in all 434 benchmark
+    # same, as it ranks the joint's passages. The joint draft was the answer in all 496 benchmark
     # runs of a question (2026-11-28), so their ~3 calls per passage changed no answer. "always":
     # written for every question, seed 002's pipeline. Without the joint draft, with selection:
     # critique or with reflection tokens (relevance comes with the candidate) they always are.
