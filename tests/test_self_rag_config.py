@@ -89,6 +89,7 @@ def test_config_schema_lists_keys_and_defaults():
         "facts_first": "yes_no",
         "answer_reading": "text",
         "selection": "joint_first",
+        "passage_candidates": "always",
         "retrieve_own_evidence": True,
         "abstain_below": None,
         "abstain_min_relevance": None,

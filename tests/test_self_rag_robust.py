@@ -219,6 +219,50 @@ async def test_without_a_usable_joint_answer_the_best_one_passage_candidate_is_s
     assert [d["reason"] for d in discard.details["discarded"]] == ["reflection label"]
 
 
+ON_DEMAND = {"retrieval_mode": "always", "passage_candidates": "fallback"}
+
+
+@pytest.mark.parametrize("critique", ["combined", "fused"])
+async def test_on_demand_a_joint_with_an_answer_is_written_alone(critique, two_hop_retriever):
+    """The joint is the answer whenever it has one (joint_first), so with passage_candidates:
+    fallback the one-passage candidates are not written: its answer, support and utility only."""
+    llm = ScriptedBackend(joint_script())
+    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {**ON_DEMAND, "critique": critique}})
+    response = await method.answer(TWO_HOP)
+    assert response.answer == "South Shields"
+    assert response.num_llm_calls == 3
+    assert not any(DOC_OTHER in c.prompt_text() and DOC_DIRECTOR not in c.prompt_text() for c in llm.calls)
+    assert [c.details["joint"] for c in response.candidates] == [True]
+    skipped = next(s for s in response.reasoning_chain if s.action == "passage_candidates")
+    assert skipped.observation == "3 one-passage candidates skipped"
+    # The same answer as the seed's pipeline, which writes them beside the joint.
+    always = await create_method("self_rag", ScriptedBackend(joint_script()), two_hop_retriever,
+                                 {"self_rag": {**ON_DEMAND, "critique": critique,
+                                               "passage_candidates": "always"}}).answer(TWO_HOP)
+    assert always.answer == response.answer and always.num_llm_calls > 3
+
+
+async def test_on_demand_a_joint_without_an_answer_brings_the_one_passage_candidates_back(two_hop_retriever):
+    script = joint_script() | {"Use the documents below": "[IsRel] relevant\n[IsSup] fully supported"}
+    response = await create_method("self_rag", ScriptedBackend(script), two_hop_retriever,
+                                   {"self_rag": ON_DEMAND}).answer(TWO_HOP)
+    assert response.answer == "Ridley Scott"  # as with every candidate written from the start
+    assert response.num_llm_calls == 3 + 2 * 3
+    step = next(s for s in response.reasoning_chain if s.action == "passage_candidates")
+    assert step.observation == "joint: reflection label"
+
+
+@pytest.mark.parametrize("setting", [{"selection": "critique"}, {"abstain_unconfirmed": True},
+                                     {"joint_ranking": "fused"}, {"joint_candidate": False}])
+async def test_on_demand_candidates_are_written_whenever_something_reads_them(setting, two_hop_retriever):
+    """Selection by critique, abstention and a joint ranked by the verdicts read the one-passage
+    candidates (and without the joint there is nothing else): fallback writes them as always."""
+    response = await create_method("self_rag", ScriptedBackend(joint_script()), two_hop_retriever,
+                                   {"self_rag": {**ON_DEMAND, **setting}}).answer(TWO_HOP)
+    assert sum(not c.details.get("joint") for c in response.candidates) == 3
+    assert not any(s.action == "passage_candidates" for s in response.reasoning_chain)
+
+
 async def test_a_default_support_cannot_challenge_the_joint_candidate(two_hop_retriever):
     # Passage 2's reply has no [IsSup] line: its support is a default, whatever the joint one is.
     llm = ScriptedBackend(joint_script(director_support="no support", joint_support="no support"))

@@ -18,6 +18,7 @@ chose, and ``self_rag_segment`` its short answer over the best beam's passages
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from ..types import Document, Question
 from .answer_shape import is_yes_no
@@ -27,6 +28,12 @@ from .context import answer_over
 from .facts_first import FactsFirst, answer_after_facts
 from .text import clean_answer
 from .trace import Run, StepRecord
+
+# When a method with a joint candidate writes its one-passage candidates: for every question
+# ("always", the seeds' pipelines) or only when the joint has no usable answer ("fallback"):
+# with selection: joint_first the joint is the answer whenever it has one, so they change no
+# answer then.
+PassageCandidates = Literal["always", "fallback"]
 
 
 class JointAnswerConfig(MethodConfig):

@@ -63,7 +63,7 @@ from .registry import register
 from .self_rag_candidates import candidate_row, cited_passages, note_selection
 from .self_rag_config import SelfRAGConfig
 from .self_rag_decision import Calibration, decide_retrieval, decision_template
-from .self_rag_evidence import best_fused, rank_evidence, verdicts
+from .self_rag_evidence import Ranked, best_fused, rank_evidence, verdicts
 from .self_rag_modes import MODES, Passages
 from .text import clean_answer
 from .trace import Run
@@ -110,15 +110,7 @@ class SelfRAG(Method):
             chains, joint, model = await self._filter_then_answer(question, docs, judged, result.scores, forks,
                                                                   joint_run, wants_joint)
         else:
-            work = [
-                self.mode.candidate(question, Passages((doc,), (i,)), fork)
-                for i, (doc, fork) in enumerate(zip(judged, forks, strict=True), start=1)
-            ]
-            if early is not None:  # the joint does not wait for the verdicts: write it alongside the chains
-                work.append(self._joint(question, early.passages, joint_run))
-            results = await gather_in_order(work)
-            chains = list(results[: len(judged)])
-            joint = results[len(judged)] if early is not None else None
+            chains, joint = await self._chains_and_joint(question, judged, forks, early, joint_run)
             model = verdicts(len(docs), chains)
         run.join(*forks, joint_run)
         candidates = [c for c in chains if c is not None]
@@ -230,6 +222,39 @@ class SelfRAG(Method):
         results = iter(await gather_in_order(work))
         chains = [next(results) if k else None for k in kept]
         return chains, next(results) if with_joint else None, model
+
+    async def _chains_and_joint(
+        self, question: Question, judged: list[Document], forks: list[Run], early: Ranked | None, joint_run: Run,
+    ) -> tuple[list[Candidate | None], Candidate | None]:
+        """The one-passage candidates and, when its passages were ranked before any verdict
+        (``early``), the joint written alongside them (None otherwise). With ``passage_candidates:
+        fallback`` the joint is written first, and the others only when it has no usable answer."""
+        def chains() -> list[Any]:
+            return [self.mode.candidate(question, Passages((doc,), (i,)), fork)
+                    for i, (doc, fork) in enumerate(zip(judged, forks, strict=True), start=1)]
+
+        if early is not None and self._candidates_on_demand:
+            joint = await self._joint(question, early.passages, joint_run)
+            if (reason := malformed(joint.text, question.text)) is None:
+                joint_run.note("passage_candidates", thought="The joint candidate has an answer: the "
+                               "one-passage candidates are not written (passage_candidates: fallback).",
+                               observation=f"{len(judged)} one-passage candidates skipped")
+                return [], joint
+            joint_run.note("passage_candidates", thought="The joint candidate has no usable answer: write "
+                           "the one-passage candidates.", observation=f"joint: {reason}")
+            return list(await gather_in_order(chains())), joint
+        work = chains()
+        if early is not None:  # the joint does not wait for the verdicts: write it alongside the chains
+            work.append(self._joint(question, early.passages, joint_run))
+        results = await gather_in_order(work)
+        return list(results[: len(judged)]), (results[len(judged)] if early is not None else None)
+
+    @property
+    def _candidates_on_demand(self) -> bool:
+        """Whether the one-passage candidates wait for a joint candidate without an answer."""
+        cfg = self.config
+        return (cfg.passage_candidates == "fallback" and cfg.joint_candidate and cfg.selection == "joint_first"
+                and not self._abstains)
 
     async def _ranked_joint(self, question: Question, docs: list[Document], scores: Sequence[float] | None,
                             model: list[float | None], run: Run) -> Candidate:

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from .joint_answer import JointAnswerConfig
+from .joint_answer import JointAnswerConfig, PassageCandidates
 from .self_rag_decision import DEFAULT_THRESHOLD
 
 
@@ -43,6 +43,13 @@ class SelfRAGConfig(JointAnswerConfig):
     # (docs/methods.md), so letting them overturn the answer written from all the
     # evidence only added noise.
     selection: Literal["joint_first", "critique"] = "joint_first"
+    # "fallback": the one-passage candidates (each an answer and its critiques) are written only
+    # when the joint candidate has no usable answer; the joint is then written first, on its own.
+    # The joint was the answer in all 634 committed benchmark runs of a question (2026-11-28),
+    # so they changed no answer. "always": written beside the joint for every question (seed
+    # 000's pipeline). Without the joint, with selection: critique, with joint_ranking fused
+    # (the joint waits for their verdicts) or with abstention on, they always are.
+    passage_candidates: PassageCandidates = "always"
     # adaptive, and the question came with its own documents (a dataset's contexts):
     # retrieve without asking, since whoever asked supplied the evidence.
     retrieve_own_evidence: bool = True

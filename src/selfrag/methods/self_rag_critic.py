@@ -38,7 +38,7 @@ from .critique.stages import (
     critic_rerank,
     self_reflect,
 )
-from .joint_answer import JointAnswerConfig, joint_answer
+from .joint_answer import JointAnswerConfig, PassageCandidates, joint_answer
 from .registry import register
 from .self_rag_evidence import Ranked, rank_evidence
 from .text import clean_answer
@@ -73,7 +73,7 @@ class SelfRagCriticConfig(JointAnswerConfig):
     # runs of a question (2026-11-28), so their ~3 calls per passage changed no answer. "always":
     # written for every question, seed 002's pipeline. Without the joint draft, with selection:
     # critique or with reflection tokens (relevance comes with the candidate) they always are.
-    passage_candidates: Literal["always", "fallback"] = "fallback"
+    passage_candidates: PassageCandidates = "fallback"
     # Context budget of the joint draft's answer call (vanilla_rag's prompt).
     max_context_tokens: int = Field(4000, ge=16)
     # facts_first and answer_reading (JointAnswerConfig): how the joint draft's answer is written.
