@@ -137,6 +137,20 @@ async def test_the_segment_method_and_the_reranker_read_question_likelihood(fran
     assert [s.details["mean_logprob"] for s in rel] == [-1.0, -2.0, -3.0]
 
 
+async def test_the_segment_method_reads_the_mean_when_asked(france_retriever):
+    """critic.relevance: label_and_likelihood in self_rag_segment (its auto reads the label
+    question alone): each candidate's relevance is the mean of the two readings."""
+    llm = ScriptedBackend(likelihood_script(**{"need facts looked up": {"text": "yes", "top_logprobs": {"yes": 0.0}}}))
+    cfg = {"self_rag_segment": {"max_segments": 1, "beam_width": 1, "short_answer": False,
+                                "critic": {"relevance": "label_and_likelihood"}, "adaptive": {"mode": "always"}}}
+    r = await create_method("self_rag_segment", llm, france_retriever, cfg).answer(Q)
+    assert sum(c.forced == Q for c in llm.calls) == 3  # the question scored after each passage
+    rows = next(s for s in r.reasoning_chain if s.action == "candidates").details["candidates"]
+    likely = centred_values([-1.0, -2.0, -3.0])
+    assert [row["rel"] for row in rows] == [round((label + lk) / 2, 4)
+                                            for label, lk in zip((0.9, 0.5, 0.1), likely, strict=True)]
+
+
 async def test_a_scored_reply_is_cached_apart_from_a_written_one(tmp_path):
     from selfrag.llm import CachedBackend
 
