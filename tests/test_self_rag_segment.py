@@ -11,7 +11,8 @@ from selfrag.cli.main import main
 from selfrag.config import load_config
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
-from selfrag.methods.self_rag_segment import Beam, keep_best
+from selfrag.methods.self_rag_segment import Beam, evidence, keep_best
+from selfrag.reflection.readings import Draft
 from selfrag.types import Document, RetrievalResult
 from tests.conftest import StaticRetriever
 from tests.helpers.reflection import decision, segment, word
@@ -365,3 +366,14 @@ async def test_a_bare_yes_no_verdict_falls_back_to_the_plain_prompt(france_retri
         "Is Paris the capital of France?")
     assert r.answer == "yes"
     assert r.reasoning_chain[-1].action == "short_answer"
+
+
+def test_evidence_is_the_segments_passages_then_every_retrieval_the_question_s_first():
+    a, b, c, d = (Document(id=x, title=x.upper(), text=f"Passage {x}.") for x in "abcd")
+    first = Draft(text="Segment one.", passage=a)
+    second = Draft(text="Segment two.", passage=b)
+    # Retrieved for the question: a, c; then for the question and segment one: b, d.
+    beam = Beam(segments=(first, second), passages=(b, d), retrieved=(a, c, b, d))
+    assert [doc.id for doc in evidence(beam)] == ["a", "b", "c", "d"]
+    # A beam written without passages still reads what it retrieved before.
+    assert [doc.id for doc in evidence(Beam(segments=(Draft(text="x", passage=None),), retrieved=(c,)))] == ["c"]

@@ -9,7 +9,8 @@ candidate extends its beam with its segment score. The best ``beam_width``
 partial answers by cumulative score survive (1 = greedy); finished beams
 stay in the pool; the search stops when every kept beam is final or after
 ``max_segments``. One last call writes the short answer the question asks
-for over the best beam's passages, those its segments came from first.
+for over the best beam's passages: those its segments came from first, then
+the others it retrieved (``short_answer_passages``).
 """
 
 from __future__ import annotations
@@ -46,11 +47,16 @@ class SelfRagSegmentConfig(MethodConfig):
     # keeps the segments.
     short_answer: bool = True
     # What that call reads. "passages" (default): vanilla_rag's prompt over the best beam's
-    # passages, those its segments were written from first, then the others it retrieved last,
-    # up to max_context_tokens. "segments": the segments alone (facts_first.answer_from_notes),
-    # cheaper, and the default until 2026-11-27; on the benchmark models it scored below the
-    # passages (docs/methods.md). A beam that retrieved nothing is read from its segments.
+    # passages, those its segments were written from first, then the others it retrieved (see
+    # short_answer_passages), up to max_context_tokens. "segments": the segments alone
+    # (facts_first.answer_from_notes), cheaper, and the default until 2026-11-27; on the
+    # benchmark models it scored below the passages (docs/methods.md). A beam that retrieved
+    # nothing is read from its segments.
     short_answer_reads: Literal["passages", "segments"] = "passages"
+    # Which other passages follow the segments' own: "path", every retrieval along the beam's
+    # path, the question's own first; "last", its last retrieval only (a query that holds the
+    # answer so far, which can drift from the question).
+    short_answer_passages: Literal["path", "last"] = "last"
     # Over the passages, a yes/no question's answer is written after the facts it rests on, as
     # self_rag's joint candidate does ("yes_no", facts_first.py); "all" does so for every
     # question, "off" never.
@@ -70,6 +76,8 @@ class Beam:
     scores: tuple[float, ...] = ()
     decisions: tuple[str, ...] = ()
     passages: tuple[Document, ...] = ()
+    # Every passage retrieved along the beam's path, the earliest retrieval first, each once.
+    retrieved: tuple[Document, ...] = ()
     final: bool = False
 
     @property
@@ -103,16 +111,23 @@ def _no_progress(segment: str, so_far: str) -> str:
     return ""
 
 
-def evidence(beam: Beam) -> list[Document]:
-    """The passages behind ``beam``: those its segments were written from, in order, then the
-    others it retrieved last; each once."""
+def _once(docs) -> tuple[Document, ...]:
+    """``docs`` without ``None`` and repeats, in order."""
     seen: set[str] = set()
     out: list[Document] = []
-    for doc in [*(d.passage for d in beam.segments), *beam.passages]:
+    for doc in docs:
         if doc is not None and doc.id not in seen:
             seen.add(doc.id)
             out.append(doc)
-    return out
+    return tuple(out)
+
+
+def evidence(beam: Beam, others: Literal["path", "last"] = "path") -> list[Document]:
+    """The passages behind ``beam``: those its segments were written from, in order, then the
+    others it retrieved: along its whole path, the earliest retrieval (the question's own)
+    first, or (``last``) in its last retrieval only; each once."""
+    rest = beam.retrieved if others == "path" else beam.passages
+    return list(_once([*(d.passage for d in beam.segments), *rest]))
 
 
 def keep_best(pool: list[Beam], width: int) -> list[Beam]:
@@ -182,7 +197,7 @@ class SelfRagSegment(Method):
         answer, dropped = self._final_text(best, cfg.drop_unsupported)
         written = answer
         if cfg.short_answer and answer.strip():
-            answer = await self._short_answer(run, question, answer, evidence(best))
+            answer = await self._short_answer(run, question, answer, evidence(best, cfg.short_answer_passages))
         candidates = [
             as_candidate(d, d.score(weights), segment=i + 1, decision=best.decisions[i], dropped=i in dropped)
             for i, d in enumerate(best.segments)
@@ -248,6 +263,7 @@ class SelfRagSegment(Method):
             known = await known_relevance(critic, run, question, result)
         elif choice.decision == "continue":
             passages = beam.passages
+        retrieved = _once([*beam.retrieved, *passages])
         slots: list[Document | None] = list(passages) or [None]
         drafts = await write_drafts(critic, run, task, slots, known=known)
         out = []
@@ -258,7 +274,7 @@ class SelfRagSegment(Method):
             stalled = _no_progress(draft.text, so_far)
             if stalled:
                 # An empty or repeated segment adds nothing: the beam ends as it was.
-                child = Beam(child_id, beam.segments, beam.scores, beam.decisions, passages, final=True)
+                child = Beam(child_id, beam.segments, beam.scores, beam.decisions, passages, retrieved, final=True)
             else:
                 child = Beam(
                     id=child_id,
@@ -266,6 +282,7 @@ class SelfRagSegment(Method):
                     scores=(*beam.scores, breakdown.total),
                     decisions=(*beam.decisions, choice.decision),
                     passages=passages,
+                    retrieved=retrieved,
                     final=draft.final,
                 )
             out.append(child)
