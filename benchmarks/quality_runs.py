@@ -88,9 +88,10 @@ VARIANT_LIST = [
     Variant("self_rag_segment_mean", "self_rag_segment.yaml",
             ("self_rag_segment.critic.relevance=label_and_likelihood",),
             "segment-level beam search, relevance from the label question and the question likelihood"),
-    Variant("self_rag_segment_path", "self_rag_segment.yaml",
-            ("self_rag_segment.short_answer_passages=path",),
-            "segment-level beam search, the short answer over every passage the best beam retrieved"),
+    Variant("self_rag_segment_last", "self_rag_segment.yaml",
+            ("self_rag_segment.short_answer_passages=last",),
+            "segment-level beam search, the short answer over the best beam's last retrieval, "
+            "its default until 2026-11-28"),
     Variant("self_rag_segment_long", "self_rag_segment.yaml", ("self_rag_segment.short_answer=false",),
             "segment-level beam search, the segments themselves as the answer (the paper's long form)"),
     Variant("self_corrective_k3", "self_corrective.yaml", ("self_corrective.top_k=3",),

@@ -53,10 +53,10 @@ class SelfRagSegmentConfig(MethodConfig):
     # benchmark models it scored below the passages (docs/methods.md). A beam that retrieved
     # nothing is read from its segments.
     short_answer_reads: Literal["passages", "segments"] = "passages"
-    # Which other passages follow the segments' own: "path", every retrieval along the beam's
-    # path, the question's own first; "last", its last retrieval only (a query that holds the
-    # answer so far, which can drift from the question).
-    short_answer_passages: Literal["path", "last"] = "last"
+    # Which other passages follow the segments' own: "path" (default since 2026-11-28), every
+    # retrieval along the beam's path, the question's own first; "last", its last retrieval only,
+    # whose query holds the answer so far and can drift from the question (docs/methods.md).
+    short_answer_passages: Literal["path", "last"] = "path"
     # Over the passages, a yes/no question's answer is written after the facts it rests on, as
     # self_rag's joint candidate does ("yes_no", facts_first.py); "all" does so for every
     # question, "off" never.
