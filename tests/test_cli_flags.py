@@ -103,7 +103,9 @@ def test_cached_answers_follow_the_script_content(tmp_path, docs, capsys):
 def test_run_flags_are_strings_too(tmp_path, capsys):
     # `selfrag run --llm` takes the spec as given, like `ask`: no YAML reading of "scripted:".
     repo = Path(__file__).resolve().parents[1]
+    # The shipped demo questions, so the check does not depend on ../shared/data being present.
     code = main(["run", str(repo / "configs" / "vanilla_rag.yaml"), "--llm", "scripted:",
-                 "--limit", "1", "--set", f"experiment.output_dir={tmp_path}"])
+                 "--limit", "1", "--set", f"experiment.output_dir={tmp_path}",
+                 "--set", "data.dataset=demo", "--set", "data.path=null"])
     err = capsys.readouterr().err
     assert code == 2 and "scripted backend needs a file: scripted:PATH.json" in err, err
