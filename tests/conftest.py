@@ -41,6 +41,27 @@ class StaticRetriever:
         raise NotImplementedError
 
 
+class KeyedRetriever:
+    """Returns the documents a table lists for a query (exact text), best first; records every call."""
+
+    name = "keyed"
+
+    def __init__(self, docs: dict[str, Document], table: dict[str, list[str]]) -> None:
+        self.docs = docs
+        self.table = table
+        self.calls: list[tuple[str, int]] = []
+
+    async def retrieve(self, query: str, top_k: int) -> RetrievalResult:
+        self.calls.append((query, top_k))
+        ids = self.table.get(query, [])[:top_k]
+        return RetrievalResult(
+            documents=tuple(self.docs[i] for i in ids),
+            scores=tuple(10.0 - n for n in range(len(ids))),
+            query=query,
+            method="keyed",
+        )
+
+
 @pytest.fixture
 def static_retriever_factory():
     return StaticRetriever

@@ -14,6 +14,7 @@ from selfrag.methods.self_corrective import RRF_K, fuse_results
 from selfrag.retrieval.registry import create_retriever
 from selfrag.serialize import to_jsonable
 from selfrag.types import ArchitectureType, Document, RetrievalResult
+from tests.conftest import KeyedRetriever
 
 QUESTION = "When was Pluto reclassified as a dwarf planet?"
 
@@ -25,29 +26,9 @@ DOCS = {
 }
 
 
-class KeyedRetriever:
-    """Returns the documents listed for a query (exact text), best first; records every call."""
-
-    name = "keyed"
-
-    def __init__(self, table: dict[str, list[str]]) -> None:
-        self.table = table
-        self.calls: list[tuple[str, int]] = []
-
-    async def retrieve(self, query: str, top_k: int) -> RetrievalResult:
-        self.calls.append((query, top_k))
-        ids = self.table.get(query, [])[:top_k]
-        return RetrievalResult(
-            documents=tuple(DOCS[i] for i in ids),
-            scores=tuple(10.0 - n for n in range(len(ids))),
-            query=query,
-            method="keyed",
-        )
-
-
 def make(script, table=None, **config):
     llm = ScriptedBackend(script)
-    retriever = KeyedRetriever(table if table is not None else {QUESTION: ["pluto", "ceres"]})
+    retriever = KeyedRetriever(DOCS, table if table is not None else {QUESTION: ["pluto", "ceres"]})
     method = create_method("self_corrective", llm, retriever, {"self_corrective": config})
     return method, llm, retriever
 
@@ -82,7 +63,7 @@ async def test_the_answer_call_is_vanilla_rags_over_the_accepted_documents():
     method, llm, retriever = make(["DECISION: YES\nREASON: Pluto is covered.", "2006"])
     await method.answer(QUESTION)
     vanilla_llm = ScriptedBackend(["2006"])
-    await create_method("vanilla_rag", vanilla_llm, KeyedRetriever(retriever.table)).answer(QUESTION)
+    await create_method("vanilla_rag", vanilla_llm, KeyedRetriever(DOCS, retriever.table)).answer(QUESTION)
     assert llm.calls[1].messages == vanilla_llm.calls[0].messages
 
 
@@ -221,7 +202,7 @@ async def test_no_documents_skips_the_reflection_call():
 
 async def test_reflection_max_tokens_never_exceed_the_run_limit():
     llm = ScriptedBackend(["DECISION: YES", "x"])
-    method = create_method("self_corrective", llm, KeyedRetriever({QUESTION: ["pluto"]}), max_tokens=16)
+    method = create_method("self_corrective", llm, KeyedRetriever(DOCS, {QUESTION: ["pluto"]}), max_tokens=16)
     await method.answer(QUESTION)
     assert [c.max_tokens for c in llm.calls] == [16, 16]
 

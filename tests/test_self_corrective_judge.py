@@ -18,7 +18,8 @@ import pytest
 from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
-from selfrag.types import Document, RetrievalResult
+from selfrag.types import Document
+from tests.conftest import KeyedRetriever
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -35,14 +36,6 @@ TABLE = {QUESTION: ["pluto"], "IAU 2006 Pluto": ["iau"]}
 WRITTEN_NO = "NO. The documents do not give the year of the reclassification."
 
 
-class KeyedRetriever:
-    name = "keyed"
-
-    async def retrieve(self, query: str, top_k: int) -> RetrievalResult:
-        ids = TABLE.get(query, [])[:top_k]
-        return RetrievalResult(documents=tuple(DOCS[i] for i in ids), scores=(1.0,) * len(ids), query=query, method="keyed")
-
-
 def first_token(**probs: float) -> dict[str, float]:
     return {token.replace("_", " "): math.log(p) for token, p in probs.items()}
 
@@ -50,7 +43,7 @@ def first_token(**probs: float) -> dict[str, float]:
 def make(script, supports_logprobs=True, **config):
     llm = ScriptedBackend(script, supports_logprobs=supports_logprobs)
     cfg = {"judge": "label_probs", "judge_threshold": 0.3, **config}
-    return create_method("self_corrective", llm, KeyedRetriever(), {"self_corrective": cfg}), llm
+    return create_method("self_corrective", llm, KeyedRetriever(DOCS, TABLE), {"self_corrective": cfg}), llm
 
 
 def actions(response) -> list[str]:
@@ -116,7 +109,7 @@ async def test_a_backend_without_log_probabilities_reads_the_written_verdict():
 
 async def test_the_default_judge_reads_the_written_verdict_and_asks_for_no_probabilities():
     llm = ScriptedBackend([{"text": "YES, it does.", "top_logprobs": first_token(NO=0.9, YES=0.1)}, "2006"])
-    r = await create_method("self_corrective", llm, KeyedRetriever()).answer(QUESTION)
+    r = await create_method("self_corrective", llm, KeyedRetriever(DOCS, TABLE)).answer(QUESTION)
     assert llm.calls[0].top_logprobs == 0
     assert r.details["stopped"] == "accepted" and "p_yes" not in r.reasoning_chain[1].details
 
@@ -124,7 +117,7 @@ async def test_the_default_judge_reads_the_written_verdict_and_asks_for_no_proba
 @pytest.mark.parametrize("config, word", [({"judge": "maybe"}, "judge"), ({"judge_threshold": 1.5}, "judge_threshold")])
 def test_bad_judge_settings_are_named(config, word):
     with pytest.raises(ConfigError, match=word):
-        create_method("self_corrective", ScriptedBackend([]), KeyedRetriever(), {"self_corrective": config})
+        create_method("self_corrective", ScriptedBackend([]), KeyedRetriever(DOCS, TABLE), {"self_corrective": config})
 
 
 def test_the_dev_threshold_is_the_best_cut_between_sufficient_and_insufficient_searches():

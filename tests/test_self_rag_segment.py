@@ -14,7 +14,7 @@ from selfrag.methods import create_method
 from selfrag.methods.self_rag_segment import Beam, evidence, keep_best
 from selfrag.reflection.readings import Draft
 from selfrag.types import Document, RetrievalResult
-from tests.conftest import StaticRetriever
+from tests.conftest import KeyedRetriever, StaticRetriever
 from tests.helpers.reflection import decision, segment, word
 
 REPO = Path(__file__).resolve().parents[1]
@@ -379,19 +379,8 @@ def test_evidence_is_the_segments_passages_then_every_retrieval_the_question_s_f
     assert [doc.id for doc in evidence(Beam(segments=(Draft(text="x", passage=None),), retrieved=(c,)))] == ["c"]
 
 
-class _TwoRetrievals:
-    """The question retrieves Doc A and Doc C; the question plus the first segment, Doc B and Doc D."""
-
-    name = "two"
-    DOCS = {x: Document(id=x.lower(), title=f"Doc {x}", text=f"Mars fact {x}.") for x in "ABCD"}
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    async def retrieve(self, query: str, top_k: int) -> RetrievalResult:
-        self.calls.append(query)
-        ids = "AC" if query == MARS else "BD"
-        return RetrievalResult(documents=tuple(self.DOCS[i] for i in ids), scores=(0.9, 0.8), query=query)
+# The question retrieves Doc A and Doc C; the question plus the first segment, Doc B and Doc D.
+_FOUR = {x.lower(): Document(id=x.lower(), title=f"Doc {x}", text=f"Mars fact {x}.") for x in "ABCD"}
 
 
 @pytest.mark.parametrize(("others", "context"), [(None, ["a", "b", "c", "d"]), ("path", ["a", "b", "c", "d"]),
@@ -408,12 +397,12 @@ async def test_the_short_answer_reads_every_retrieval_along_the_path_or_the_last
         },
         model="selfrag",
     )
-    retriever = _TwoRetrievals()
+    retriever = KeyedRetriever(_FOUR, {MARS: ["a", "c"], f"{MARS} Fact A.": ["b", "d"]})
     cfg = {"self_rag_segment": {"beam_width": 1, "max_segments": 2, "top_k": 2}}
     if others is not None:  # None: the default
         cfg["self_rag_segment"]["short_answer_passages"] = others
     r = await create_method("self_rag_segment", llm, retriever, cfg).answer(MARS)
-    assert retriever.calls == [MARS, f"{MARS} Fact A."]
+    assert [q for q, _ in retriever.calls] == [MARS, f"{MARS} Fact A."]
     assert r.details["segments_text"] == "Fact A. Fact B." and r.answer == "Two facts."
     step = r.reasoning_chain[-1]
     # The segments' passages (A, then B) lead; then the question's own retrieval (C) and the last (D),
