@@ -8,7 +8,7 @@ import pytest
 
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
-from selfrag.methods.answer_format import (
+from selfrag.methods.core.answer_format import (
     SHORT_ANSWER_FORMAT,
     answer_format,
     answer_kind,
@@ -76,7 +76,7 @@ async def test_free_text_prompts_are_unchanged(france_retriever):
 
 
 def test_react_and_critic_prompts_keep_their_free_text_wording():
-    from selfrag.methods.answer_format import finish_answer
+    from selfrag.methods.core.answer_format import finish_answer
     from selfrag.prompts import load_prompt, render
 
     react = render(load_prompt("react_system"), finish_answer=finish_answer(FREE))

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
+from selfrag.methods.core.trace import Run
 from selfrag.methods.critique import Critic, Task, drafts
 from selfrag.methods.critique.stages import adaptive_retrieval, critic_rerank, self_reflect
-from selfrag.methods.trace import Run
 from selfrag.reflection.score import Weights
 from selfrag.types import RetrievalResult
 from tests.conftest import StaticRetriever

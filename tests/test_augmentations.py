@@ -14,7 +14,7 @@ from selfrag.config import load_config, validate
 from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import available_methods, create_method
-from selfrag.methods.augmentations import KINDS, AugmentationsConfig, load_augmentations
+from selfrag.methods.critique.augmentations import KINDS, AugmentationsConfig, load_augmentations
 from selfrag.types import RetrievalResult
 from tests.conftest import StaticRetriever
 from tests.helpers.reflection import FRANCE_Q, france_critic_script, france_docs, segment, word

@@ -9,8 +9,8 @@ import pytest
 from selfrag.errors import ConfigError, DataError
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import available_methods, create_method, get_method_class
-from selfrag.methods.context import build_context, format_passage, truncate_to_tokens
-from selfrag.methods.text import clean_answer
+from selfrag.methods.core.context import build_context, format_passage, truncate_to_tokens
+from selfrag.methods.core.text import clean_answer
 from selfrag.serialize import to_jsonable
 from selfrag.types import ArchitectureType, Document, Question
 

@@ -14,7 +14,7 @@ import pytest
 
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
-from selfrag.methods.choice_reading import calibrate, label_probs
+from selfrag.methods.steps.choice_reading import calibrate, label_probs
 from selfrag.types import Document, Question, RetrievalResult
 
 MMLU = Question(id="m", text="Which organ makes insulin?\n\nA. liver\nB. pancreas\nC. heart\nD. lung",

@@ -7,8 +7,8 @@ import pytest
 from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
+from selfrag.methods.core.trace import Run
 from selfrag.methods.critique import Critic, CriticConfig, Task, choose_source, drafts
-from selfrag.methods.trace import Run
 from selfrag.reflection.readings import first_sentence
 from selfrag.reflection.score import Weights
 from selfrag.types import Document, RetrievalResult

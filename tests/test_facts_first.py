@@ -8,7 +8,7 @@ import pytest
 
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
-from selfrag.methods.facts_first import read_facts, read_final, read_verdict
+from selfrag.methods.steps.facts_first import read_facts, read_final, read_verdict
 from selfrag.types import Document, Question, RetrievalResult
 
 QUESTION = Question(id="y", text="Were Scott Derrickson and Ed Wood of the same nationality?")
@@ -95,7 +95,7 @@ async def test_with_no_notes_or_no_answer_from_them_the_plain_prompt_answers(ret
 
 
 def test_yes_no_is_the_default():
-    from selfrag.methods.self_rag import SelfRAGConfig
+    from selfrag.methods.catalog.self_rag.method import SelfRAGConfig
 
     assert SelfRAGConfig().facts_first == "yes_no"
 

@@ -222,7 +222,7 @@ FULL_PATH_SCRIPT = Path(__file__).parent / "fixtures" / "full_path_script.json"
 @pytest.mark.dense
 @pytest.mark.parametrize("retriever", ["dense", "hybrid"])
 def test_every_method_answers_over_the_demo_corpus_with_dense_and_hybrid(capsys, retriever):
-    from selfrag.methods.registry import available_methods
+    from selfrag.methods.factory import available_methods
 
     # The keyed script agrees with every critique, so each method takes its retrieval path.
     for method in available_methods():

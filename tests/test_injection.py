@@ -8,8 +8,8 @@ import pytest
 
 from selfrag.llm import ScriptedBackend
 from selfrag.llm.base import build_request
-from selfrag.methods.context import format_passage
-from selfrag.methods.self_rag import SelfRAG
+from selfrag.methods.catalog.self_rag.method import SelfRAG
+from selfrag.methods.core.context import format_passage
 from selfrag.reflection.tokens import neutralize, paragraph
 from selfrag.types import Document, Question, RetrievalResult
 from tests.conftest import StaticRetriever

@@ -10,9 +10,13 @@ from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.llm.base import BaseBackend, LLMRequest
 from selfrag.methods import create_method
+from selfrag.methods.core.trace import Run
 from selfrag.methods.critique import Critic, CriticConfig, Task
-from selfrag.methods.critique.likelihood import SCALE, centred_values, likelihood_relevance
-from selfrag.methods.trace import Run
+from selfrag.methods.critique.relevance.likelihood import (
+    SCALE,
+    centred_values,
+    likelihood_relevance,
+)
 from selfrag.types import Generation, RetrievalResult
 from tests.test_self_rag_critic import Q, label_script
 

@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from selfrag.llm import ScriptedBackend
+from selfrag.methods.core.trace import Run
 from selfrag.methods.critique import Critic, Task
 from selfrag.methods.critique.stages import adaptive_retrieval
-from selfrag.methods.trace import Run
 from selfrag.reflection import score as S
 from selfrag.reflection.tokens import (
     LABEL_GROUPS,

@@ -10,7 +10,7 @@ from selfrag.defaults import TOP_K
 from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import available_methods, create_method
-from selfrag.methods.self_corrective import RRF_K, fuse_results
+from selfrag.methods.catalog.self_corrective import RRF_K, fuse_results
 from selfrag.retrieval.registry import create_retriever
 from selfrag.serialize import to_jsonable
 from selfrag.types import ArchitectureType, Document, RetrievalResult

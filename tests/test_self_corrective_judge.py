@@ -165,8 +165,8 @@ def test_the_dev_judge_run_judges_two_searches_per_question_and_resumes(tmp_path
 
 
 async def test_the_judge_step_says_what_it_asks_with_and_without_an_iteration_prefix():
-    from selfrag.methods.sufficiency import judge_documents
-    from selfrag.methods.trace import Run
+    from selfrag.methods.core.trace import Run
+    from selfrag.methods.steps.sufficiency import judge_documents
     from selfrag.types import Question
 
     llm = ScriptedBackend(["YES. It does.", "YES. It does."])

@@ -18,7 +18,7 @@ from selfrag.data import demo_corpus
 from selfrag.errors import BackendError
 from selfrag.llm import DelayedBackend, ScriptedBackend
 from selfrag.methods import create_method
-from selfrag.methods.self_rag import SelfRAG
+from selfrag.methods.catalog.self_rag.method import SelfRAG
 from selfrag.types import ArchitectureType, Document, Question, RetrievalResult
 
 QUESTION = Question(

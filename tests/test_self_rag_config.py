@@ -10,9 +10,9 @@ import yaml
 from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
-from selfrag.methods.registry import create_architecture, get_method_class
-from selfrag.methods.self_rag import SelfRAG
-from selfrag.methods.self_rag_decision import DEFAULT_THRESHOLD
+from selfrag.methods.catalog.self_rag.method import SelfRAG
+from selfrag.methods.factory import create_architecture, get_method_class
+from selfrag.methods.steps.decision import DEFAULT_THRESHOLD
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 VARIANTS = {  # retriever, subset, critique, top_k

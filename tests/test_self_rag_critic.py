@@ -100,17 +100,18 @@ async def test_default_relevance_is_the_mean_of_the_label_question_and_the_quest
 
 
 def test_auto_relevance_is_the_methods_choice_where_it_can_be_read():
-    from selfrag.methods.critique import Critic
+    from selfrag.methods.catalog.self_rag_critic import ProbabilityCriticConfig, SelfRagCriticConfig
+    from selfrag.methods.critique import Critic, CriticConfig
 
     plain = ScriptedBackend({})
     assert Critic(plain).relevance == "passage"  # self_rag_segment and the reranker stage
-    assert Critic(plain, auto_relevance="label_and_likelihood").relevance == "label_and_likelihood"
+    assert Critic(plain, ProbabilityCriticConfig()).relevance == "label_and_likelihood"
+    # the method's own section parses into its critic config, whose auto reading is the mean
+    assert isinstance(SelfRagCriticConfig(critic={"source": "auto"}).critic, ProbabilityCriticConfig)
     no_logprobs = ScriptedBackend({}, supports_logprobs=False)  # text critiques: nothing to score
-    assert Critic(no_logprobs, auto_relevance="label_and_likelihood").relevance == "passage"
-    from selfrag.methods.critique import CriticConfig
-
-    chosen = Critic(plain, CriticConfig(relevance="linked"), auto_relevance="label_and_likelihood")
-    assert chosen.relevance == "linked"
+    assert Critic(no_logprobs, ProbabilityCriticConfig()).relevance == "passage"
+    assert Critic(plain, CriticConfig(relevance="linked")).relevance == "linked"
+    assert Critic(plain, ProbabilityCriticConfig(relevance="linked")).relevance == "linked"
 
 
 async def test_no_retrieval_when_the_probability_is_below_the_threshold(france_retriever):

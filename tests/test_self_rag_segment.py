@@ -11,7 +11,7 @@ from selfrag.cli.main import main
 from selfrag.config import load_config
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
-from selfrag.methods.self_rag_segment import Beam, evidence, keep_best
+from selfrag.methods.catalog.self_rag_segment import Beam, evidence, keep_best
 from selfrag.reflection.readings import Draft
 from selfrag.types import Document, RetrievalResult
 from tests.conftest import KeyedRetriever, StaticRetriever

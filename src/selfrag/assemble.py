@@ -14,9 +14,9 @@ from .config import ExperimentConfig
 from .llm.base import RetryPolicy
 from .llm.factory import create_backend
 from .llm.pricing import Pricing
-from .methods.augmentations import load_augmentations
-from .methods.base import Method
-from .methods.registry import get_method_class
+from .methods.core.base import Method
+from .methods.critique.augmentations import load_augmentations
+from .methods.factory import get_method_class
 from .retrieval.base import Retriever, RetrieverFactory
 from .retrieval.registry import create_retriever, options_for, retriever_factory
 from .types import Document

@@ -14,7 +14,7 @@ their values are parsed as YAML (``3`` is a number, ``true`` a boolean,
 Method sections (``self_rag:``, ``vanilla:``, ...) are validated by the config
 model of the method that owns them, so each method documents its own keys.
 The ``augmentations:`` section (seed 002's stages for any method) is validated
-by :class:`selfrag.methods.augmentations.AugmentationsConfig`.
+by :class:`selfrag.methods.critique.augmentations.AugmentationsConfig`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from . import defaults
 from .defaults import Inherited, inherit
 from .errors import ConfigError
-from .methods.augmentations import AugmentationsConfig
+from .methods.critique.augmentations import AugmentationsConfig
 from .redaction import redact
 from .validation import StrictModel, describe_error, parse_model
 
@@ -197,7 +197,7 @@ class ExperimentConfig(StrictModel):
 
     def method_section(self, name: str | None = None) -> dict[str, Any]:
         """The config of a method (by registry name), its unset inherited keys filled (``top_k``)."""
-        from .methods.registry import get_method_class
+        from .methods.factory import get_method_class
 
         cls = get_method_class(name or self.architecture.name)
         section = dict(self.methods.get(cls.section(), {}))
@@ -331,7 +331,7 @@ def validate(data: Mapping[str, Any], sources: Mapping[str, str] | None = None) 
 
 
 def _validate_method_sections(cfg: ExperimentConfig, sources: Mapping[str, str]) -> None:
-    from .methods.registry import available_methods, get_method_class
+    from .methods.factory import available_methods, get_method_class
 
     owners = {cls.section(): cls for cls in available_methods().values()}
     get_method_class(cfg.architecture.name)  # unknown method -> one-line error

@@ -71,7 +71,7 @@ def config_from_args(args: argparse.Namespace, *, cache_default: bool) -> Experi
 def _inherit_top_k(cfg: ExperimentConfig) -> None:
     """--top-k wins: a top_k the method's own section sets (config file or --set) is
     cleared to None, so the method inherits the flag's retrieval.top_k."""
-    from ..methods.registry import get_method_class
+    from ..methods.factory import get_method_class
 
     own = cfg.methods.get(get_method_class(cfg.architecture.name).section())
     if own and own.get("top_k") is not None:

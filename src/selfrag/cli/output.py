@@ -4,32 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from ..serialize import to_jsonable
 from ..types import RAGResponse, ReasoningStep
-
-
-def response_json(response: RAGResponse) -> dict[str, Any]:
-    """The one JSON object ``selfrag ask --json`` prints."""
-    return {
-        "answer": response.answer,
-        "method": response.architecture,
-        "model": response.model,
-        "retrieval_needed": response.retrieval_needed,
-        "num_llm_calls": response.num_llm_calls,
-        "num_retrieval_calls": response.num_retrieval_calls,
-        "total_tokens": response.total_tokens,
-        "prompt_tokens": response.prompt_tokens,
-        "completion_tokens": response.completion_tokens,
-        "total_cost_usd": response.total_cost_usd,
-        "latency_ms": round(response.latency_ms, 1),
-        "sources": [{"id": d.id, "title": d.title} for d in response.sources],
-        "citations": [{"n": i, "id": d.id, "title": d.title, "text": d.text}
-                      for i, d in enumerate(response.citations, start=1)],
-        "abstained": response.abstained,
-        "candidates": to_jsonable(list(response.candidates)),
-        "reasoning_chain": to_jsonable(list(response.reasoning_chain)),
-        "details": to_jsonable(response.details),
-    }
 
 
 def _fmt_num(value: Any) -> str:

@@ -46,7 +46,7 @@ def config_differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str =
 
 def method_settings(cfg: ExperimentConfig) -> dict[str, Any]:
     """Every setting of ``cfg``'s method, the code's defaults included."""
-    from ..methods.registry import get_method_class
+    from ..methods.factory import get_method_class
 
     cls = get_method_class(cfg.architecture.name)
     return cls.resolve_config(cfg.methods.get(cls.section()), cfg.inherited()).model_dump(mode="json")
@@ -139,7 +139,7 @@ def default_changes(cfg: ExperimentConfig, run_dir: Path) -> list[str]:
 
 
 def _section(cfg: ExperimentConfig) -> str:
-    from ..methods.registry import get_method_class
+    from ..methods.factory import get_method_class
 
     return get_method_class(cfg.architecture.name).section()
 

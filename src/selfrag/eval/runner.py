@@ -33,7 +33,7 @@ from typing import Any
 from ..assemble import build_backend, build_method, build_retriever
 from ..config import ExperimentConfig, dump_yaml, redact, with_absolute_paths
 from ..errors import BackendError, ConfigError, DataError, MissingDependencyError, SelfragError
-from ..methods.base import Method
+from ..methods.core.base import Method
 from ..types import Question
 from .datasets import Dataset, load_dataset
 from .ledger import LEDGER_FILE, Ledger, LedgerBackend, account, current_question

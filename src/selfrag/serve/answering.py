@@ -13,8 +13,8 @@ from typing import Any
 
 from ..assemble import build_method
 from ..config import ExperimentConfig
-from ..methods.base import Method
-from ..methods.registry import available_methods
+from ..methods.core.base import Method
+from ..methods.factory import available_methods
 from ..types import RAGResponse
 from .errors import ApiError
 from .progress import Progress, ProgressBackend, listener

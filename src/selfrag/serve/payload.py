@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cli.output import response_json
+from ..serialize import response_json
 from ..types import RAGResponse
 from .view import trace_view
 

@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import __version__
-from ..methods.registry import available_methods
+from ..methods.factory import available_methods
 from . import openai_format as oai
 from .answering import Answerer
 from .errors import ApiError, as_api_error, error_body

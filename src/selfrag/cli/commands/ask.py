@@ -9,8 +9,9 @@ import sys
 
 from ...assemble import build_backend, build_method, build_retriever
 from ...errors import DataError
+from ...serialize import response_json
 from ..options import add_answer_options, config_from_args
-from ..output import print_response, response_json
+from ..output import print_response
 from .index import add_docs_options, load_docs
 
 NAME = "ask"

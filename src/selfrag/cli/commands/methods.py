@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ...methods.registry import available_methods
+from ...methods.factory import available_methods
 from ...serialize import to_jsonable
 
 NAME = "methods"

@@ -29,8 +29,8 @@ from ...reflection.tokens import (
     paragraph,
 )
 from ...types import Document
-from ..context import format_passage
-from ..trace import Run
+from ..core.context import format_passage
+from ..core.trace import Run
 from .critic import Critic
 
 THOUGHT = "Critique the method's answer."

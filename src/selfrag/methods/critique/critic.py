@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from enum import StrEnum
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field
 
@@ -36,12 +37,34 @@ from ...reflection.tokens import (
     instruction_prompt,
 )
 from ...validation import StrictModel
-from ..answer_format import SHORT_ANSWER_FORMAT
-from ..concurrency import gather_in_order
-from ..trace import Run, StepRecord
+from ..core.answer_format import SHORT_ANSWER_FORMAT
+from ..core.concurrency import gather_in_order
+from ..core.trace import Run, StepRecord
 from .source import SourceChoice, choose_source
 
 T = TypeVar("T")
+
+
+class Relevance(StrEnum):
+    """How a passage's relevance is read.
+
+    ``passage``: the label question about the passage alone (the paper's critique);
+    ``linked``: the same beside the question's best other passage; ``question_likelihood``:
+    how likely the passage makes the question (needs a backend that scores a given reply);
+    ``label_and_likelihood``: the mean of the two (one more call per passage); ``auto``: the
+    method's choice (``CriticConfig.AUTO_RELEVANCE``) where the backend can give it.
+    """
+
+    AUTO = "auto"
+    PASSAGE = "passage"
+    LINKED = "linked"
+    QUESTION_LIKELIHOOD = "question_likelihood"
+    LABEL_AND_LIKELIHOOD = "label_and_likelihood"
+
+    @property
+    def scores_replies(self) -> bool:
+        """Whether this reading scores a given reply (forced decoding)."""
+        return self in (Relevance.QUESTION_LIKELIHOOD, Relevance.LABEL_AND_LIKELIHOOD)
 
 
 class CriticConfig(StrictModel):
@@ -56,16 +79,12 @@ class CriticConfig(StrictModel):
     # maximises KV-cache prefix reuse. auto: sequential for backends that decode one
     # call at a time (in-process llama.cpp), concurrent otherwise.
     schedule: Literal["auto", "concurrent", "sequential"] = "auto"
-    # How a passage's relevance is read: a label question about the passage alone (passage,
-    # the paper's critique), the same beside the question's best other passage (linked:
-    # relevance.py, meant to show a small model why a two-hop question's bridge passage
-    # matters), how likely the passage makes the question (question_likelihood:
-    # likelihood.py; needs a backend that scores a given reply), or the mean of the label
-    # question and the question likelihood (label_and_likelihood: two calls per passage).
-    # auto: the method's choice (Critic.relevance): self_rag_critic reads label_and_likelihood
-    # where it can (a backend that scores a given reply, label questions), every other user
-    # of the critic reads passage.
-    relevance: Literal["auto", "passage", "linked", "question_likelihood", "label_and_likelihood"] = "auto"
+    # How a passage's relevance is read (critique/relevance/: one reader per value); auto: the
+    # reading the method's config names in AUTO_RELEVANCE, where the backend can give it.
+    relevance: Relevance = Relevance.AUTO
+
+    # What relevance: auto reads: the paper's label question, unless a method's config says otherwise.
+    AUTO_RELEVANCE: ClassVar[Relevance] = Relevance.PASSAGE
 
 
 @dataclass(frozen=True)
@@ -94,17 +113,15 @@ class Critic:
         answer_tokens: int = 64,
         segment_tokens: int = 48,
         answer_format: str = SHORT_ANSWER_FORMAT,
-        auto_relevance: str = "passage",
     ) -> None:
         self.llm = llm
         self.config = config or CriticConfig()
-        # What ``relevance: auto`` reads (the method chooses; see :attr:`relevance`).
-        self.auto_relevance = auto_relevance
         self.answer_tokens = answer_tokens
         self.segment_tokens = segment_tokens
-        # The instruction line of answer prompts (see selfrag.methods.answer_format).
+        # The instruction line of answer prompts (see selfrag.methods.core.answer_format).
         self.answer_format = answer_format
         self._choice: SourceChoice | None = None
+        self._relevance: Relevance | None = None
         # Critiques asked so far, by group and prompt: the first ask's (reading, step).
         self._asked: dict[Hashable, asyncio.Future[tuple[Reading, StepRecord]]] = {}
 
@@ -123,7 +140,7 @@ class Critic:
     def describe(self) -> dict[str, str]:
         """The critique source and call schedule, for the trace."""
         return {**self.choice.as_dict(), "schedule": "sequential" if self.sequential else "concurrent",
-                "relevance": self.relevance}
+                "relevance": self.relevance.value}
 
     async def gather(self, coros: Sequence[Awaitable[T]]) -> list[T]:
         """Run ``coros`` concurrently, or in order when the schedule is sequential."""
@@ -134,19 +151,18 @@ class Critic:
         return self.choice.prompt_format == "reflection_tokens"
 
     @property
-    def relevance(self) -> str:
-        """The relevance reading in use: ``config.relevance``, or for ``auto`` the method's
-        ``auto_relevance`` where it can be read: a reading that needs the question likelihood
-        falls back to ``passage`` unless critiques come from label probabilities on a backend
-        that scores a given reply."""
-        mode = self.config.relevance
-        if mode != "auto":
-            return mode
-        wanted = self.auto_relevance
-        if wanted in ("question_likelihood", "label_and_likelihood") and not (
-                self.llm.supports_forced and self.choice.source == "label_probs"):
-            return "passage"
-        return wanted
+    def relevance(self) -> Relevance:
+        """The relevance reading in use, chosen once: ``config.relevance``, or for ``auto`` the
+        config's ``AUTO_RELEVANCE`` where it can be read; a reading that scores a given reply falls
+        back to ``passage`` unless critiques come from label probabilities on a backend that can."""
+        if self._relevance is None:
+            mode = self.config.relevance
+            if mode == Relevance.AUTO:
+                mode = self.config.AUTO_RELEVANCE
+                if mode.scores_replies and not (self.llm.supports_forced and self.choice.source == "label_probs"):
+                    mode = Relevance.PASSAGE
+            self._relevance = mode
+        return self._relevance
 
     def groups(self) -> dict[str, TokenGroup]:
         return REFLECTION_GROUPS if self.reflection else LABEL_GROUPS

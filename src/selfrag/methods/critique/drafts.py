@@ -36,8 +36,8 @@ from ...reflection.tokens import (
     parse_reflection_text,
 )
 from ...types import Document
-from ..context import format_passage
-from ..trace import Run
+from ..core.context import format_passage
+from ..core.trace import Run
 from .critic import Critic, Task
 from .relevance import passage_relevance
 

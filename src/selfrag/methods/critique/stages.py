@@ -25,7 +25,7 @@ from ...reflection import score as S
 from ...reflection.readings import Draft, Feedback, Reading
 from ...types import Candidate, Document, RetrievalResult
 from ...validation import StrictModel
-from ..trace import Run, shorten
+from ..core.trace import Run, shorten
 from .critic import Critic, Task
 from .drafts import drafts as write_drafts
 from .relevance import known_relevance

@@ -1,0 +1,51 @@
+"""The options of ``self_rag`` (every critique mode): what each one changes is said beside it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from ...steps.decision import DEFAULT_THRESHOLD
+from ...steps.joint_first import JointFirstConfig, PassageCandidates
+
+
+class SelfRAGConfig(JointFirstConfig):
+    critique: Literal["combined", "fused", "separate"] = "combined"
+    top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
+    num_candidates: int = Field(3, ge=1)
+    max_context_tokens: int = Field(4000, ge=16)
+    # A retrieval-decision template with a {question} placeholder; None: the packaged one.
+    prompt_path: str | None = None
+    # Token cap for the short verdict calls (decision, relevance, support, utility).
+    critic_max_tokens: int = Field(32, ge=1)
+    # adaptive: the model decides (one call); always / never: skip that call and
+    # retrieve for every question / for none (the paper's forced-retrieval settings).
+    retrieval_mode: Literal["adaptive", "always", "never"] = "adaptive"
+    # Adaptive decision on a backend with log-probabilities: retrieve when P(yes) >= this;
+    # "auto": measured once per backend on written anchor questions (steps/decision.py).
+    retrieval_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["auto"] = DEFAULT_THRESHOLD
+    # Which passages the joint candidate reads. prior: the best by lexical evidence alone,
+    # chosen before any verdict, so the joint is written alongside the one-passage candidates;
+    # fused: the mode's relevance verdicts averaged with that evidence (waits for them);
+    # auto: fused for the separate mode, whose verdicts filter passages, prior otherwise.
+    joint_ranking: Literal["auto", "prior", "fused"] = "auto"
+    # joint_candidate, joint_passages, selection, passage_candidates (JointFirstConfig,
+    # steps/joint_first.py): the joint candidate and how the answer is chosen. facts_first and
+    # answer_reading (JointAnswerConfig): how the joint's answer is written and read.
+    # The one-passage candidates are written beside the joint for every question (seed 000's
+    # pipeline); without the joint, with selection: critique, with joint_ranking fused (the joint
+    # waits for their verdicts) or with abstention on, they always are.
+    passage_candidates: PassageCandidates = PassageCandidates.ALWAYS
+    # adaptive, and the question came with its own documents (a dataset's contexts):
+    # retrieve without asking, since whoever asked supplied the evidence.
+    retrieve_own_evidence: bool = True
+    # Abstention (off, as in the seeds): answer ABSTAIN_ANSWER and record
+    # abstained: true when no usable candidate has a support verdict at least this good ...
+    abstain_below: Literal["partially_supported", "fully_supported"] | None = None
+    # ... or when no retrieved passage's fused relevance (verdict and lexical evidence,
+    # steps/evidence.py) reaches this (checked once the one-passage verdicts are in).
+    abstain_min_relevance: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    # ... or when no other usable candidate (written from other passages) gives the same answer
+    # as the selected one (steps/abstention.py: token F1 >= 0.5).
+    abstain_unconfirmed: bool = False

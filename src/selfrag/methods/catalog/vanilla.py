@@ -1,0 +1,53 @@
+"""Baseline: retrieve top-k once, answer once over the joined passages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from ...types import ArchitectureType, Question
+from ..core.base import Method, MethodConfig, Outcome
+from ..core.context import answer_over
+from ..core.registry import register
+from ..core.text import clean_answer
+from ..core.trace import Run
+from ..steps.choice_reading import AnswerReading, read_over_passages, reader_for
+
+
+class VanillaConfig(MethodConfig):
+    top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
+    max_context_tokens: int = Field(2000, ge=16)
+    # How a choice question's answer (yes/no, yes/no/maybe, an option letter) is read:
+    # text, as written; calibrated, from the label probabilities with the prompt's
+    # content-free label bias divided out (choice_reading.py; needs log-probabilities,
+    # else the text is read).
+    answer_reading: AnswerReading = "text"
+
+
+@register
+class VanillaRAG(Method):
+    name = "vanilla_rag"
+    description = "Retrieve top_k passages, answer once over them (1 retrieval, 1 LLM call)."
+    type = ArchitectureType.STANDARD
+    config_section = "vanilla"
+    Config = VanillaConfig
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reader = reader_for(self.config.answer_reading)
+
+    async def _answer(self, question: Question, run: Run) -> Outcome:
+        result = await run.retrieve(question.text, self.config.top_k, thought="Retrieve passages for the question.")
+        if self.reader is not None:
+            _, reading, _, used = await read_over_passages(
+                run, self.reader, question, result.documents, self.config.max_context_tokens)
+            if reading.answer is not None:
+                return Outcome(answer=reading.answer, retrieval_needed=True, citations=used)
+        step, _, used = await answer_over(
+            run, question, result.documents, self.config.max_context_tokens,
+            thought="Answer from the retrieved passages.",
+        )
+        step.thought = f"Answer from {len(used)} passages."
+        # The prompt asks for no citation markers, so the answer cites what the model was shown.
+        return Outcome(answer=clean_answer(step.text), retrieval_needed=True, citations=used)

@@ -1,0 +1,225 @@
+"""The Method base class: dependencies passed in, every call traced, totals derived.
+
+A method implements ``_answer(question, run)`` and returns an :class:`Outcome`;
+``answer()`` wraps it with timing and builds the :class:`RAGResponse` from the
+run's steps, so no method keeps its own counters. With ``augmentations``
+(:mod:`selfrag.methods.critique.augmentations`) a per-question session wraps the run's
+retrievals and reflects on the outcome; without them nothing changes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from ...defaults import Inherited, inherit
+from ...errors import DataError
+from ...retrieval.base import Retriever, RetrieverFactory
+from ...types import ArchitectureType, Candidate, Document, Question, RAGResponse
+from ...validation import StrictModel, parse_model
+from .answer_shape import finalize_answer
+from .trace import Run
+
+
+class AnswerSession(Protocol):
+    """Stages at work on one question (see :class:`Stages`)."""
+
+    async def finish(self, run: Run, outcome: Outcome) -> Outcome: ...
+
+
+class Stages(Protocol):
+    """Stages wrapped around any method's answers (:mod:`selfrag.methods.critique.augmentations`)."""
+
+    def for_method(self, method: Method) -> Stages | None: ...
+
+    def start(self, llm: Any, question: Question, run: Run) -> AnswerSession: ...
+
+
+class MethodConfig(StrictModel):
+    """Base of every method's config section (unknown keys are rejected).
+
+    A key shared by every method (``top_k``) is declared ``int | None = None``:
+    None inherits the experiment's value (``retrieval.top_k``), or the project
+    default without one (:mod:`selfrag.defaults`). Set it only to differ.
+    """
+
+
+@dataclass
+class Outcome:
+    """What a method decided; accounting is derived from the run."""
+
+    answer: str
+    retrieval_needed: bool = False
+    candidates: Sequence[Candidate] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+    # None: cite every passage the method retrieved.
+    citations: Sequence[Document] | None = None
+    abstained: bool = False
+
+
+def as_question(question: Question | str) -> Question:
+    if isinstance(question, Question):
+        return question
+    text = str(question).strip()
+    if not text:
+        raise DataError("the question is empty; give some text to answer")
+    return Question(id="q", text=text)
+
+
+class Method(ABC):
+    """A RAG method. Subclasses set the class attributes and implement ``_answer``."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    type: ClassVar[ArchitectureType] = ArchitectureType.STANDARD
+    # Key of this method's section in experiment configs (e.g. "vanilla" for vanilla_rag).
+    config_section: ClassVar[str] = ""
+    Config: ClassVar[type[MethodConfig]] = MethodConfig
+    uses_retrieval: ClassVar[bool] = True
+    # Augmentation stages the method already has, by stage kind -> its own config key
+    # (e.g. {"retrieval": "adaptive"}); enabling the generic stage too is an error.
+    builtin_augmentations: ClassVar[dict[str, str]] = {}
+
+    def __init__(
+        self,
+        llm: Any,
+        retriever: Retriever | None = None,
+        config: MethodConfig | dict[str, Any] | None = None,
+        *,
+        retriever_factory: RetrieverFactory | None = None,
+        inherited: Inherited | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        augmentations: Stages | None = None,
+    ) -> None:
+        """``inherited``: the experiment-wide values (``ExperimentConfig.inherited()``);
+        None: the project defaults. The config's own keys win over it; ``max_tokens``
+        and ``temperature``, when given, win over its LLM parameters.
+        """
+        inherited = inherited or Inherited()
+        self.llm = llm
+        self.retriever = retriever
+        self.retriever_factory = retriever_factory
+        self.config = self.resolve_config(config, inherited)
+        self.llm_params: dict[str, Any] = {
+            "max_tokens": inherited.max_tokens if max_tokens is None else max_tokens,
+            "temperature": inherited.temperature if temperature is None else temperature,
+        }
+        # None unless some stage is enabled: then every answer runs through a session.
+        self.augmentations = augmentations.for_method(self) if augmentations is not None else None
+
+    @classmethod
+    def section(cls) -> str:
+        return cls.config_section or cls.name
+
+    @classmethod
+    def resolve_config(cls, config: MethodConfig | dict[str, Any] | None, inherited: Inherited) -> MethodConfig:
+        """The settings the method runs with: its section's keys, the inherited ones it leaves
+        unset, and the code's defaults for the rest."""
+        own = parse_model(cls.Config, config, prefix=cls.section())
+        return own.model_copy(update=inherit(cls.Config.model_fields, own, inherited))
+
+    # -- seed-compatible accessors --------------------------------------------
+    def get_name(self) -> str:
+        return self.name
+
+    def get_type(self) -> ArchitectureType:
+        return self.type
+
+    @classmethod
+    def get_config_schema(cls) -> dict[str, tuple[Any, bool, Any]]:
+        """``{key: (type, required, default)}`` for each config key."""
+        schema = {}
+        for key, info in cls.Config.model_fields.items():
+            default = None if info.is_required() else info.get_default(call_default_factory=True)
+            schema[key] = (info.annotation, info.is_required(), default)
+        return schema
+
+    # -- answering -------------------------------------------------------------
+    def _resolve_retriever(
+        self, question: Question, corpus: Retriever | Sequence[Document] | None
+    ) -> Retriever | None:
+        if corpus is not None and not isinstance(corpus, (list, tuple)):
+            return corpus  # a retriever
+        docs: Sequence[Document] | None = corpus if corpus is not None else None
+        if docs is None:
+            if self.retriever is not None:
+                return self.retriever
+            docs = question.contexts or None
+        if docs is None or not self.uses_retrieval:
+            return None
+        if not docs:
+            raise DataError(f"question {question.id}: the corpus is empty; give at least one document")
+        factory = self.retriever_factory
+        if factory is None:
+            from ...retrieval.registry import retriever_factory
+
+            factory = retriever_factory("bm25")
+        return factory(docs)
+
+    async def answer(
+        self,
+        question: Question | str,
+        corpus: Retriever | Sequence[Document] | None = None,
+    ) -> RAGResponse:
+        """Answer one question.
+
+        Documents come from ``corpus`` (a retriever, or documents to index), else
+        the method's own retriever, else the question's own contexts.
+        """
+        q = as_question(question)
+        run = Run(self.llm, self._resolve_retriever(q, corpus), dict(self.llm_params))
+        # The documents came with the question (a dataset's own contexts), not from a corpus.
+        run.own_evidence = corpus is None and self.retriever is None and bool(q.contexts)
+        if self.augmentations is None:
+            outcome = await self._answer(q, run)
+        else:
+            session = self.augmentations.start(self.llm, q, run)
+            outcome = await session.finish(run, await self._answer(q, run))
+        return self._response(run, outcome, q)
+
+    def _response(self, run: Run, outcome: Outcome, question: Question) -> RAGResponse:
+        steps = run.steps()
+        details = dict(outcome.details)
+        # An abstention is a fixed phrase, not an answer to shape ("insufficient evidence" is not "no").
+        answer = outcome.answer.strip() if outcome.abstained else finalize_answer(question, outcome.answer)
+        if answer != outcome.answer.strip():
+            details["raw_answer"] = outcome.answer
+        prompt_tokens = sum(s.prompt_tokens for s in steps)
+        completion_tokens = sum(s.completion_tokens for s in steps)
+        return RAGResponse(
+            answer=answer,
+            reasoning_chain=steps,
+            retrieved_docs=tuple(run.retrievals),
+            total_tokens=sum(s.tokens_used for s in steps),
+            total_cost_usd=sum(s.cost_usd for s in steps),
+            latency_ms=run.elapsed_ms(),
+            num_retrieval_calls=sum(s.retrieval_calls for s in steps),
+            num_llm_calls=sum(s.llm_calls for s in steps),
+            model=str(self.llm.model),
+            architecture=self.name,
+            candidates=tuple(outcome.candidates),
+            retrieval_needed=outcome.retrieval_needed,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            details=details,
+            citations=self._citations(run, outcome),
+            abstained=outcome.abstained,
+        )
+
+    @staticmethod
+    def _citations(run: Run, outcome: Outcome) -> tuple[Document, ...]:
+        if outcome.abstained:
+            return ()
+        if outcome.citations is not None:
+            return tuple(outcome.citations)
+        seen: dict[str, Document] = {}
+        for result in run.retrievals:
+            for doc in result.documents:
+                seen.setdefault(doc.id, doc)
+        return tuple(seen.values())
+
+    @abstractmethod
+    async def _answer(self, question: Question, run: Run) -> Outcome: ...

@@ -1,0 +1,52 @@
+"""How self_rag reports its candidates: the selection's trace step, the selected one's citations, one row each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...types import Candidate, Document
+from ..core.trace import Run
+
+
+def cited_passages(best: Candidate | None, docs: list[Document]) -> list[Document] | None:
+    """The selected candidate's passages (None: no candidate, so every retrieved passage)."""
+    if best is None:
+        return None
+    indices = best.details.get("passage_indices") or []
+    cited = [docs[i - 1] for i in indices if 0 < i <= len(docs)]
+    if not cited and best.passage is not None:
+        cited = [best.passage]
+    return cited or None
+
+
+def candidate_row(c: Candidate) -> dict[str, Any]:
+    """One candidate as the response's ``details["all_candidates"]`` lists it."""
+    return {
+        "text": c.text,
+        "passage_id": c.passage.id if c.passage else None,
+        "passage_title": c.passage.title if c.passage else None,
+        "passage_indices": list(c.details.get("passage_indices", [])),
+        "joint": bool(c.details.get("joint", False)),
+        "relevance": c.relevance,
+        "support": c.support,
+        "utility": c.utility,
+        "score": c.score,
+        "defaults_used": list(c.details.get("defaults_used", [])),
+    }
+
+
+def note_selection(run: Run, rule: str, candidates: list[Candidate], index: int) -> None:
+    """The ``select_best`` step: which candidate (0-based ``index``) the rule picked, and its verdicts."""
+    best = candidates[index]
+    source = "all relevant passages" if best.details.get("joint") else (
+        f"'{best.passage.title or best.passage.id}'" if best.passage else "-")
+    run.note(
+        "select_best",
+        thought=rule,
+        action_input=f"{len(candidates)} candidates",
+        observation=(
+            f"Selected candidate {index + 1} from {source} (utility={best.utility}, "
+            f"support={best.support}, relevance={best.relevance}, score={best.score:g})"
+        ),
+        details={"selected": index + 1, "scores": [c.score for c in candidates]},
+    )
