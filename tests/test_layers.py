@@ -20,12 +20,19 @@ def layers() -> dict[str, int]:
     return out
 
 
-def unit_of(module: str) -> str:
-    """The layer unit of a dotted module under selfrag: its first component."""
-    return module.split(".", 1)[0] if module else "__init__"
+def unit_of(module: str, known: dict[str, int] | None = None) -> str:
+    """The layer unit of a dotted module under selfrag: the longest dotted prefix the layer list
+    names (``methods.core``), else its first component."""
+    if not module:
+        return "__init__"
+    parts = module.split(".")
+    for n in range(len(parts), 1, -1):
+        if known is not None and ".".join(parts[:n]) in known:
+            return ".".join(parts[:n])
+    return parts[0]
 
 
-def imports(path: Path) -> list[tuple[int, str]]:
+def imports(path: Path, known: dict[str, int] | None = None) -> list[tuple[int, str]]:
     """(line, target unit) of every import of a selfrag module in ``path``, at any depth."""
     rel = path.relative_to(SRC).with_suffix("")
     package = list(rel.parts[:-1])
@@ -41,17 +48,25 @@ def imports(path: Path) -> list[tuple[int, str]]:
                 targets = [node.module.removeprefix("selfrag").lstrip(".")]
             else:
                 continue
-            found += [(node.lineno, unit_of(t)) for t in targets]
+            found += [(node.lineno, unit_of(t, known)) for t in targets]
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith("selfrag."):
-                    found.append((node.lineno, unit_of(alias.name.removeprefix("selfrag."))))
+                    found.append((node.lineno, unit_of(alias.name.removeprefix("selfrag."), known)))
     return found
+
+
+def own_unit(path: Path, known: dict[str, int]) -> str:
+    rel = path.relative_to(SRC).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return unit_of(".".join(parts), known) if parts else "__init__"
 
 
 def test_every_unit_has_a_layer():
     known = layers()
-    units = {p.stem if p.parent == SRC else p.relative_to(SRC).parts[0] for p in SRC.rglob("*.py")}
+    units = {own_unit(p, known) for p in SRC.rglob("*.py")}
     assert units - set(known) == set(), "add these to docs/architecture.md's layer list"
 
 
@@ -60,14 +75,21 @@ def test_no_module_imports_from_a_higher_layer():
     upward = []
     for path in sorted(SRC.rglob("*.py")):
         rel = path.relative_to(SRC)
-        own = rel.parts[0] if len(rel.parts) > 1 else rel.stem
-        for line, target in imports(path):
+        own = own_unit(path, known)
+        for line, target in imports(path, known):
             if target in known and known[target] > known[own]:
                 upward.append(f"{rel}:{line} ({own}, layer {known[own]}) imports {target} (layer {known[target]})")
     assert upward == []
 
 
+def test_the_layer_list_splits_methods_and_puts_serve_below_cli():
+    known = layers()
+    order = ["methods.core", "methods.steps", "methods.critique", "methods.catalog", "methods"]
+    assert [known[u] for u in order] == sorted(known[u] for u in order) and len({known[u] for u in order}) == 5
+    assert known["serve"] < known["cli"]
+
+
 def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
     # A self-check on a module of this package known to import relatively inside functions.
-    found = {t for _, t in imports(SRC / "config.py")}
-    assert "methods" in found and "errors" in found
+    found = {t for _, t in imports(SRC / "config.py", layers())}
+    assert any(t.startswith("methods") for t in found) and "errors" in found

@@ -8,8 +8,8 @@ import pytest
 
 from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
-from selfrag.methods.steps import decision as module
 from selfrag.methods.catalog.self_rag.method import SelfRAG
+from selfrag.methods.steps import decision as module
 from selfrag.methods.steps.decision import FALLBACK_DECISION_PROMPT, SYSTEM
 from selfrag.prompts import load_prompt, placeholders, render
 
