@@ -16,7 +16,7 @@ the others it retrieved (``short_answer_passages``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
 from pydantic import Field
 
@@ -35,6 +35,25 @@ from ..steps.facts_first import FactsFirst, answer_from_notes, read_short
 from ..steps.joint_answer import joint_answer
 
 
+class ShortAnswerReads(StrEnum):
+    """What the short-answer call reads."""
+
+    # vanilla_rag's prompt over the best beam's passages: those its segments were written from
+    # first, then the others it retrieved (ShortAnswerPassages), up to max_context_tokens.
+    PASSAGES = "passages"
+    # The segments alone (facts_first.answer_from_notes): cheaper, and less accurate (docs/methods.md).
+    SEGMENTS = "segments"
+
+
+class ShortAnswerPassages(StrEnum):
+    """Which other passages follow the segments' own in the short answer's context."""
+
+    # Every retrieval along the beam's path, the question's own first.
+    PATH = "path"
+    # The last retrieval only, whose query holds the answer so far and can drift from the question.
+    LAST = "last"
+
+
 class SelfRagSegmentConfig(MethodConfig):
     top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
     max_segments: int = Field(4, ge=1, le=32)
@@ -46,21 +65,14 @@ class SelfRagSegmentConfig(MethodConfig):
     # beam's segments themselves, the paper's long-form answer. A reply with no usable answer
     # keeps the segments.
     short_answer: bool = True
-    # What that call reads. "passages" (default): vanilla_rag's prompt over the best beam's
-    # passages, those its segments were written from first, then the others it retrieved (see
-    # short_answer_passages), up to max_context_tokens. "segments": the segments alone
-    # (facts_first.answer_from_notes), cheaper, and the default until 2026-11-27; on the
-    # benchmark models it scored below the passages (docs/methods.md). A beam that retrieved
-    # nothing is read from its segments.
-    short_answer_reads: Literal["passages", "segments"] = "passages"
-    # Which other passages follow the segments' own: "path" (default since 2026-11-28), every
-    # retrieval along the beam's path, the question's own first; "last", its last retrieval only,
-    # whose query holds the answer so far and can drift from the question (docs/methods.md).
-    short_answer_passages: Literal["path", "last"] = "path"
+    # What that call reads (ShortAnswerReads) and which other passages follow the segments' own
+    # (ShortAnswerPassages). A beam that retrieved nothing is read from its segments.
+    short_answer_reads: ShortAnswerReads = ShortAnswerReads.PASSAGES
+    short_answer_passages: ShortAnswerPassages = ShortAnswerPassages.PATH
     # Over the passages, a yes/no question's answer is written after the facts it rests on, as
     # self_rag's joint candidate does ("yes_no", facts_first.py); "all" does so for every
     # question, "off" never.
-    facts_first: FactsFirst = "yes_no"
+    facts_first: FactsFirst = FactsFirst.YES_NO
     max_context_tokens: int = Field(2000, ge=16)
     critic: CriticConfig = Field(default_factory=CriticConfig)
     adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)
@@ -122,11 +134,11 @@ def _once(docs) -> tuple[Document, ...]:
     return tuple(out)
 
 
-def evidence(beam: Beam, others: Literal["path", "last"] = "path") -> list[Document]:
+def evidence(beam: Beam, others: ShortAnswerPassages = ShortAnswerPassages.PATH) -> list[Document]:
     """The passages behind ``beam``: those its segments were written from, in order, then the
     others it retrieved: along its whole path, the earliest retrieval (the question's own)
     first, or (``last``) in its last retrieval only; each once."""
-    rest = beam.retrieved if others == "path" else beam.passages
+    rest = beam.retrieved if others == ShortAnswerPassages.PATH else beam.passages
     return list(_once([*(d.passage for d in beam.segments), *rest]))
 
 
@@ -224,7 +236,7 @@ class SelfRagSegment(Method):
         """The short answer over the best beam's passages ``docs`` (or, per ``short_answer_reads`` or
         with no passages, over its segments ``written``); ``written`` when the reply has none."""
         cfg: SelfRagSegmentConfig = self.config
-        if cfg.short_answer_reads == "passages" and docs:
+        if cfg.short_answer_reads == ShortAnswerReads.PASSAGES and docs:
             step, _, answer = await joint_answer(
                 run, question, docs, cfg.max_context_tokens, name="the best beam's passages",
                 facts_first=cfg.facts_first, action="short_answer",

@@ -22,7 +22,7 @@ class VanillaConfig(MethodConfig):
     # text, as written; calibrated, from the label probabilities with the prompt's
     # content-free label bias divided out (choice_reading.py; needs log-probabilities,
     # else the text is read).
-    answer_reading: AnswerReading = "text"
+    answer_reading: AnswerReading = AnswerReading.TEXT
 
 
 @register

@@ -50,6 +50,7 @@ from ..core.base import Method, Outcome
 from ..core.context import truncate_to_tokens
 from ..core.text import clean_answer
 from ..core.trace import Run, shorten
+from ..steps.decision import RetrievalMode
 from .answer import critique_answer
 from .critic import Critic, CriticConfig, Task
 from .stages import (
@@ -120,7 +121,7 @@ class AdaptiveRetrieval:
     @property
     def name(self) -> str:
         c = self.config
-        return f"adaptive_retrieval_{c.threshold:g}" if c.mode == "adaptive" else f"retrieval_{c.mode}"
+        return f"adaptive_retrieval_{c.threshold:g}" if c.mode == RetrievalMode.ADAPTIVE else f"retrieval_{c.mode}"
 
     async def __call__(self, session: Session, run: Run) -> bool:
         c = self.config

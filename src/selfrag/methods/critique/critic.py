@@ -40,7 +40,7 @@ from ...validation import StrictModel
 from ..core.answer_format import SHORT_ANSWER_FORMAT
 from ..core.concurrency import gather_in_order
 from ..core.trace import Run, StepRecord
-from .source import SourceChoice, choose_source
+from .source import CritiqueSource, SourceChoice, choose_source
 
 T = TypeVar("T")
 
@@ -70,7 +70,7 @@ class Relevance(StrEnum):
 class CriticConfig(StrictModel):
     """Where critique probabilities come from."""
 
-    source: Literal["auto", "reflection_tokens", "label_probs", "text"] = "auto"
+    source: CritiqueSource = CritiqueSource.AUTO
     # Alternatives read per position (backends give at most 20).
     top_logprobs: int = Field(20, ge=1, le=20)
     # Tokens a text critique may use to write its label.
@@ -159,7 +159,7 @@ class Critic:
             mode = self.config.relevance
             if mode == Relevance.AUTO:
                 mode = self.config.AUTO_RELEVANCE
-                if mode.scores_replies and not (self.llm.supports_forced and self.choice.source == "label_probs"):
+                if mode.scores_replies and not (self.llm.supports_forced and self.choice.source == CritiqueSource.LABEL_PROBS):
                     mode = Relevance.PASSAGE
             self._relevance = mode
         return self._relevance
@@ -201,7 +201,7 @@ class Critic:
         self, run: Run, group: str, prompt: Prompt, *, action: str, thought: str, action_input: str
     ) -> tuple[Reading, StepRecord]:
         spec = self.groups()[group]
-        if self.choice.source == "text":
+        if not self.choice.probabilities:
             step = await run.generate(
                 prompt, action=action, thought=thought, action_input=action_input,
                 max_tokens=self.config.text_max_tokens, top_logprobs=0,

@@ -75,7 +75,7 @@ def _reflection_head(task: Task) -> str:
 
 async def _reflection_draft(critic: Critic, run: Run, task: Task, i: int, doc: Document | None) -> Draft:
     prompt = _reflection_head(task) + (RETRIEVAL_TOKEN + paragraph(doc) if doc is not None else NO_RETRIEVAL_TOKEN)
-    logprobs = critic.choice.source != "text"
+    logprobs = critic.choice.probabilities
     step = await run.generate(
         prompt, action="generate_segment" if task.segment else "generate_candidate",
         thought=_candidate_thought(i, doc), action_input=task.question,
@@ -146,7 +146,7 @@ async def _instruction_draft(
             action="generate_segment" if task.segment else "generate_candidate",
             thought=thought, action_input=question,
             max_tokens=critic.segment_tokens if task.segment else critic.answer_tokens,
-            top_logprobs=1 if critic.choice.source != "text" else 0,
+            top_logprobs=1 if critic.choice.probabilities else 0,
             **({"stop": ["\n"]} if task.segment else {}),
         )
         text = first_sentence(step.text) if task.segment else step.text.strip()

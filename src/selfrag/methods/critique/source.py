@@ -20,20 +20,36 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 from ...errors import ConfigError
 from ...llm.base import LLMBackend
 from ...reflection.tokens import RETRIEVAL_TOKEN
 
-SOURCES = ("reflection_tokens", "label_probs", "text")
+
+class CritiqueSource(StrEnum):
+    """Where critique probabilities come from (``critic.source``; see the module docstring)."""
+
+    AUTO = "auto"
+    REFLECTION_TOKENS = "reflection_tokens"
+    LABEL_PROBS = "label_probs"
+    TEXT = "text"
+
+
+SOURCES = tuple(s.value for s in CritiqueSource if s is not CritiqueSource.AUTO)
 _SELF_RAG_NAME = re.compile(r"self[-_ ]?(bio)?rag", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class SourceChoice:
-    source: str  # reflection_tokens | label_probs | text
+    source: CritiqueSource  # reflection_tokens | label_probs | text
     prompt_format: str  # reflection_tokens | instruction
     reason: str
+
+    @property
+    def probabilities(self) -> bool:
+        """Whether critiques are read from log-probabilities (not from the written label)."""
+        return self.source != CritiqueSource.TEXT
 
     def as_dict(self) -> dict[str, str]:
         return {"critique_source": self.source, "prompt_format": self.prompt_format, "reason": self.reason}
@@ -50,18 +66,19 @@ def has_reflection_vocabulary(llm: LLMBackend) -> bool | None:
 
 def choose_source(llm: LLMBackend, requested: str = "auto") -> SourceChoice:
     """Decide the critique source for ``llm`` (see the module docstring)."""
-    if requested not in ("auto", *SOURCES):
+    if requested not in {s.value for s in CritiqueSource}:
         raise ConfigError(f"critic.source {requested!r} is not one of auto, {', '.join(SOURCES)}")
+    requested = CritiqueSource(requested)
     logprobs = llm.supports_logprobs
     raw = llm.supports_raw_prompt
-    if requested == "reflection_tokens":
+    if requested == CritiqueSource.REFLECTION_TOKENS:
         if not raw:
             raise ConfigError(
                 "critic.source=reflection_tokens needs a backend that sends plain prompts "
                 "(llamacpp:/path/model.gguf or openai:MODEL@URL)"
             )
         fmt, why = "reflection_tokens", "configured"
-    elif requested == "label_probs":
+    elif requested == CritiqueSource.LABEL_PROBS:
         fmt, why = "instruction", "configured"
     else:
         vocab = has_reflection_vocabulary(llm) if raw else False
@@ -72,11 +89,11 @@ def choose_source(llm: LLMBackend, requested: str = "auto") -> SourceChoice:
             fmt, why = "reflection_tokens", f"model name {model!r} looks like a Self-RAG fine-tune"
         else:
             fmt, why = "instruction", "no reflection tokens: asking label questions"
-        if requested == "text":
+        if requested == CritiqueSource.TEXT:
             why = f"configured; {why}"
-    if requested == "text":
-        return SourceChoice("text", fmt, why)
+    if requested == CritiqueSource.TEXT:
+        return SourceChoice(CritiqueSource.TEXT, fmt, why)
     if not logprobs:
-        return SourceChoice("text", fmt, f"{why}; the backend gives no log-probabilities, so text labels count as probability 1")
-    source = "reflection_tokens" if fmt == "reflection_tokens" else "label_probs"
+        return SourceChoice(CritiqueSource.TEXT, fmt, f"{why}; the backend gives no log-probabilities, so text labels count as probability 1")
+    source = CritiqueSource.REFLECTION_TOKENS if fmt == "reflection_tokens" else CritiqueSource.LABEL_PROBS
     return SourceChoice(source, fmt, why)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
@@ -26,6 +26,7 @@ from ...reflection.readings import Draft, Feedback, Reading
 from ...types import Candidate, Document, RetrievalResult
 from ...validation import StrictModel
 from ..core.trace import Run, shorten
+from ..steps.decision import RetrievalMode
 from .critic import Critic, Task
 from .drafts import drafts as write_drafts
 from .relevance import known_relevance
@@ -34,7 +35,7 @@ from .relevance import known_relevance
 class AdaptiveConfig(StrictModel):
     """When to retrieve. Paper threshold: 0.2."""
 
-    mode: Literal["adaptive", "always", "never"] = "adaptive"
+    mode: RetrievalMode = RetrievalMode.ADAPTIVE
     threshold: float = Field(S.PAPER_THRESHOLD, ge=0.0, le=1.0)
 
 
@@ -93,8 +94,8 @@ async def adaptive_retrieval(
 ) -> RetrievalChoice:
     """Decide whether to retrieve (a segment ``task`` adds "continue": reuse the passages at hand)."""
     stage = "adaptive retrieval"
-    if mode in ("always", "never"):
-        decision = "yes" if mode == "always" else "no"
+    if mode != RetrievalMode.ADAPTIVE:
+        decision = "yes" if mode == RetrievalMode.ALWAYS else "no"
         run.note(
             "retrieval_decision",
             thought=f"Stage: {stage} (mode={mode}): no model call.",

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
 from ...llm.base import Message
 from ...reflection.score import prob
@@ -47,8 +47,11 @@ MIN_MASS = 0.2
 # writes cannot win by a division by almost nothing.
 PRIOR_FLOOR = 0.02
 
-# A method's answer_reading setting: "text" reads the written answer, "calibrated" this module's reading.
-AnswerReading = Literal["text", "calibrated"]
+class AnswerReading(StrEnum):
+    """A method's ``answer_reading`` setting."""
+
+    TEXT = "text"  # the written answer
+    CALIBRATED = "calibrated"  # label probabilities with the prompt's content-free bias divided out
 # (question text, content) -> the prompt; content is the passages or notes the answer rests on.
 PromptBuilder = Callable[[str, str], Sequence[Message]]
 
@@ -173,7 +176,7 @@ class ChoiceReader:
 
 def reader_for(answer_reading: AnswerReading) -> ChoiceReader | None:
     """The reader an ``answer_reading`` setting asks for (None: read the written answer)."""
-    return ChoiceReader() if answer_reading == "calibrated" else None
+    return ChoiceReader() if AnswerReading(answer_reading) is AnswerReading.CALIBRATED else None
 
 
 def first_top(step: StepRecord) -> Mapping[str, float] | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 from ...errors import ConfigError
 from ...llm.base import chat
@@ -38,6 +39,14 @@ TOP_LOGPROBS = 20
 # model about these written anchor questions once and puts the threshold halfway
 # between the mean P(yes) of the two groups (docs/methods.md, "The retrieval decision").
 DEFAULT_THRESHOLD = "auto"
+
+
+class RetrievalMode(StrEnum):
+    """Whether a method asks before it retrieves."""
+
+    ADAPTIVE = "adaptive"  # the model decides (one call)
+    ALWAYS = "always"  # retrieve for every question, no call (the paper's forced retrieval)
+    NEVER = "never"  # retrieve for none, no call
 FALLBACK_THRESHOLD = 0.5
 # Below this separation of the anchor groups (difference of means over the pooled standard
 # deviation) the model's P(yes) is not trusted and the lexical rule below decides instead.

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Literal
+from enum import StrEnum
 
 from ...llm.base import Message, chat
 from ...prompts import load_prompt, render
@@ -41,8 +41,16 @@ from ..core.text import clean_answer
 from ..core.trace import Run, StepRecord, shorten
 from .choice_reading import ChoiceReader
 
-# A method's facts_first setting: the joint writes its facts first for every question, yes/no ones, or none.
-FactsFirst = Literal["off", "yes_no", "all"]
+
+class FactsFirst(StrEnum):
+    """A method's ``facts_first`` setting: whether its answer is written after the facts it rests on."""
+
+    OFF = "off"  # never: vanilla_rag's answer prompt
+    YES_NO = "yes_no"  # for yes/no questions
+    ALL = "all"  # for every question
+
+    def applies(self, question: Question) -> bool:
+        return self is FactsFirst.ALL or (self is FactsFirst.YES_NO and is_yes_no(question))
 # A few fact lines and the answer fit well within this; a reply that runs on is a loop.
 REPLY_TOKENS = 160
 _VERDICT = re.compile(r"answer\s*[:\-]\s*\**\s*(yes|no)\b", re.IGNORECASE)

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import Document, Question
-from ..core.answer_shape import is_yes_no
 from ..core.base import MethodConfig
 from ..core.context import answer_over
 from ..core.text import clean_answer
@@ -42,12 +41,12 @@ class JointAnswerConfig(MethodConfig):
     log-probabilities, else the text is read).
     """
 
-    facts_first: FactsFirst = "yes_no"
-    answer_reading: AnswerReading = "text"
+    facts_first: FactsFirst = FactsFirst.YES_NO
+    answer_reading: AnswerReading = AnswerReading.TEXT
 
 
 def wants_facts(facts_first: str, question: Question) -> bool:
-    return facts_first == "all" or (facts_first == "yes_no" and is_yes_no(question))
+    return FactsFirst(facts_first).applies(question)
 
 
 async def joint_answer(

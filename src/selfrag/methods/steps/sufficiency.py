@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
 from ...llm.base import chat
 from ...prompts import load_prompt, render
@@ -35,8 +35,12 @@ from ..core.context import build_context
 from ..core.trace import Run, StepRecord
 from .choice_reading import MIN_MASS, TOP_LOGPROBS, first_top, label_probs, normalised
 
-# self_corrective.judge: the verdict as written, or read from the first token's label probabilities.
-JudgeReading = Literal["text", "label_probs"]
+
+class JudgeReading(StrEnum):
+    """``self_corrective.judge``: the verdict as written, or read from the first token's label probabilities."""
+
+    TEXT = "text"
+    LABEL_PROBS = "label_probs"
 LABELS = ("YES", "NO")
 
 
@@ -59,12 +63,12 @@ def read_p_yes(step: StepRecord) -> tuple[float | None, float]:
 
 async def judge_documents(
     run: Run, question: Question, docs: Sequence[Document], *, max_context_tokens: int, max_tokens: int,
-    reading: JudgeReading = "text", threshold: float = 0.5, thought_prefix: str = "",
+    reading: JudgeReading = JudgeReading.TEXT, threshold: float = 0.5, thought_prefix: str = "",
 ) -> tuple[StepRecord, Judgement]:
     """The judging step (its details name the documents that fitted in the context) and its judgement."""
     context, used = build_context(docs, max_context_tokens, run.llm.count_tokens)
     prompt = render(load_prompt("self_corrective_reflect"), context=context, question=question.text)
-    wants_probs = reading == "label_probs" and run.llm.supports_logprobs
+    wants_probs = reading == JudgeReading.LABEL_PROBS and run.llm.supports_logprobs
     ask = f"can the {len(used)} retrieved document(s) answer the question completely?"
     step = await run.generate(
         chat(load_prompt("self_corrective_reflect_system"), prompt), action="reflect",
@@ -73,7 +77,7 @@ async def judge_documents(
     )
     written = parse_decision(step.text)
     judgement = Judgement(written, written, None, None)
-    if reading == "label_probs" and not wants_probs:
+    if reading == JudgeReading.LABEL_PROBS and not wants_probs:
         step.details["judge_note"] = "the backend gives no log-probabilities: the written verdict is used"
     elif wants_probs:
         p_yes, mass = read_p_yes(step)

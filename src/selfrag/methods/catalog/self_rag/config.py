@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import Field
 
-from ...steps.decision import DEFAULT_THRESHOLD
+from ...steps.decision import DEFAULT_THRESHOLD, RetrievalMode
 from ...steps.joint_first import JointFirstConfig, PassageCandidates
+
+
+class JointRanking(StrEnum):
+    """Which passages the joint candidate reads."""
+
+    # The best by lexical evidence alone, chosen before any verdict, so the joint is written
+    # alongside the one-passage candidates.
+    PRIOR = "prior"
+    # The mode's relevance verdicts averaged with that evidence (waits for them).
+    FUSED = "fused"
+    # fused for the separate mode, whose verdicts filter passages; prior otherwise.
+    AUTO = "auto"
 
 
 class SelfRAGConfig(JointFirstConfig):
@@ -21,15 +34,12 @@ class SelfRAGConfig(JointFirstConfig):
     critic_max_tokens: int = Field(32, ge=1)
     # adaptive: the model decides (one call); always / never: skip that call and
     # retrieve for every question / for none (the paper's forced-retrieval settings).
-    retrieval_mode: Literal["adaptive", "always", "never"] = "adaptive"
+    retrieval_mode: RetrievalMode = RetrievalMode.ADAPTIVE
     # Adaptive decision on a backend with log-probabilities: retrieve when P(yes) >= this;
     # "auto": measured once per backend on written anchor questions (steps/decision.py).
     retrieval_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["auto"] = DEFAULT_THRESHOLD
-    # Which passages the joint candidate reads. prior: the best by lexical evidence alone,
-    # chosen before any verdict, so the joint is written alongside the one-passage candidates;
-    # fused: the mode's relevance verdicts averaged with that evidence (waits for them);
-    # auto: fused for the separate mode, whose verdicts filter passages, prior otherwise.
-    joint_ranking: Literal["auto", "prior", "fused"] = "auto"
+    # Which passages the joint candidate reads (JointRanking).
+    joint_ranking: JointRanking = JointRanking.AUTO
     # joint_candidate, joint_passages, selection, passage_candidates (JointFirstConfig,
     # steps/joint_first.py): the joint candidate and how the answer is chosen. facts_first and
     # answer_reading (JointAnswerConfig): how the joint's answer is written and read.

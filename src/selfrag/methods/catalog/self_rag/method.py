@@ -68,10 +68,10 @@ from ...steps.abstention import (
 )
 from ...steps.candidates import candidate_row, cited_passages, note_selection
 from ...steps.choice_reading import reader_for
-from ...steps.decision import Calibration, decide_retrieval, decision_template
+from ...steps.decision import Calibration, RetrievalMode, decide_retrieval, decision_template
 from ...steps.evidence import Passages, Ranked, best_fused, rank_evidence, verdicts
 from ...steps.joint_first import Selection, fallback_candidates, selection_order
-from .config import SelfRAGConfig
+from .config import JointRanking, SelfRAGConfig
 from .modes import MODES
 
 NO_ANSWER = "No answer."
@@ -171,7 +171,7 @@ class SelfRAG(Method):
     # -- steps -------------------------------------------------------------------
     async def _decide(self, question: Question, run: Run) -> bool:
         mode = self.config.retrieval_mode
-        if mode == "adaptive" and run.own_evidence and self.config.retrieve_own_evidence:
+        if mode == RetrievalMode.ADAPTIVE and run.own_evidence and self.config.retrieve_own_evidence:
             run.note(
                 "retrieval_decision",
                 thought="The question came with its own documents: retrieve without asking.",
@@ -180,19 +180,19 @@ class SelfRAG(Method):
                 details={"retrieval_needed": True, "retrieval_mode": mode, "own_evidence": True},
             )
             return True
-        if mode == "adaptive":
-            if self.config.critique == "separate":
-                return await self.mode.decide(question, run)  # type: ignore[attr-defined]
+        if mode == RetrievalMode.ADAPTIVE:
+            if self.mode.decides_retrieval:
+                return await self.mode.decide(question, run)
             decision = await decide_retrieval(
                 run, self.decision_prompt, question,
                 threshold=self.config.retrieval_threshold, max_tokens=self.mode.short_tokens,
                 calibration=self.calibration,
             )
             return decision.needed
-        needed = mode == "always"
+        needed = mode == RetrievalMode.ALWAYS
         run.note(
             "retrieval_decision",
-            thought=f"retrieval_mode is {mode!r}: no decision call.",
+            thought=f"retrieval_mode is {mode.value!r}: no decision call.",
             action_input=question.text,
             observation=f"retrieval needed: {'yes' if needed else 'no'} (configured)",
             details={"retrieval_needed": needed, "retrieval_mode": mode},
@@ -269,7 +269,7 @@ class SelfRAG(Method):
     @property
     def _ranks_by_prior(self) -> bool:
         ranking = self.config.joint_ranking
-        return ranking == "prior" or (ranking == "auto" and not self.mode.filters_first)
+        return ranking == JointRanking.PRIOR or (ranking == JointRanking.AUTO and not self.mode.filters_first)
 
     def _overrules_filter(self, run: Run, docs: list[Document]) -> bool:
         """Whether a filter that kept no passage is overruled: the question supplied its own passages.

@@ -51,6 +51,8 @@ class Mode:
     rule: ClassVar[str]
     # Separate mode judges relevance before generation and drops irrelevant passages.
     filters_first: ClassVar[bool] = False
+    # Separate mode also asks its own JSON retrieval decision (decide()).
+    decides_retrieval: ClassVar[bool] = False
 
     def __init__(self, llm: Any, max_context_tokens: int, short_tokens: int, *, facts_first: str = "off",
                  reader: ChoiceReader | None = None) -> None:
@@ -70,6 +72,10 @@ class Mode:
 
     def key(self, candidate: Candidate) -> Any:
         return candidate.score
+
+    async def decide(self, question: Question, run: Run) -> bool:
+        """The mode's own retrieval decision (modes with ``decides_retrieval`` only)."""
+        raise NotImplementedError
 
     async def candidate(self, question: Question, passages: Passages, run: Run) -> Candidate | None:
         raise NotImplementedError
@@ -208,6 +214,7 @@ class Separate(Mode):
     name = "separate"
     rule = "Pick the best support level (fully > partially > no), then the highest utility."
     filters_first = True
+    decides_retrieval = True
 
     def key(self, candidate: Candidate) -> Any:
         return separate_key(candidate.support, candidate.utility)
