@@ -41,7 +41,7 @@ class SelfCorrectiveConfig(JointAnswerConfig):
     reflect_max_tokens: int = Field(64, ge=1)
     reformulate_max_tokens: int = Field(32, ge=1)
     # How the judge's YES/NO is read: as written, or P(YES) at the reply's first token against
-    # judge_threshold (sufficiency.py; the threshold is measured by benchmarks/judge_dev.py).
+    # judge_threshold (steps/sufficiency.py; the threshold is a property of the model).
     judge: JudgeReading = JudgeReading.TEXT
     judge_threshold: float = Field(0.5, ge=0.0, le=1.0)
     # facts_first and answer_reading (JointAnswerConfig): how the answer is written, as self_rag's joint.

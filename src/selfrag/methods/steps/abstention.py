@@ -1,4 +1,4 @@
-"""What a method answers when it abstains, and the trace step that says why (issue 17).
+"""What a method answers when it abstains, and the trace step that says why.
 
 Abstention is off by default in every method (the seeds never abstain); the
 conditions are each method's own options (``self_rag.abstain_min_relevance``,
@@ -8,10 +8,9 @@ conditions are each method's own options (``self_rag.abstain_min_relevance``,
 **Confirmation** (``abstain_unconfirmed``): the selected answer stands only
 when another candidate, written from other passages, gives the same answer:
 token F1 of the normalised answers at least :data:`AGREEMENT_F1` (yes/no
-must match exactly), the test the benchmark uses for "right".
-On the first 40 shared HotpotQA questions at commit fece55b, the joint
-answer's F1 was 0.74 (1.5B) / 0.50 (0.5B) when a one-passage candidate agreed
-with it and 0.43 / 0.28 when none did.
+must match exactly), the test the benchmarks use for "right". An answer
+another candidate confirms is right more often than one none confirms
+(docs/results.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """A choice question's answer read from label probabilities, with the prompt's own label bias divided out.
 
-The benchmark models answer choice questions with a label prior that has
-little to do with the question: Qwen2.5-Coder-0.5B answered "A" to 43 of 50
-MMLU-evidence questions (8 have gold "A") and "yes" to 15 of 17 HotpotQA
-yes/no questions (8 have gold "yes"). No choice of passages can fix that.
+Small models answer choice questions with a label prior that has little to
+do with the question (the same option letter, or "yes", for most questions
+whatever their gold label). No choice of passages can fix that.
 
 Contextual calibration (Zhao et al., 2021, "Calibrate Before Use") measures
 the prior by asking the same prompt with its content replaced by

@@ -1,13 +1,13 @@
 """Self-RAG's retrieval decision: one call, read as a probability where the backend allows it.
 
 A small instruction model asked "do you need documents?" answers with a
-strong prior that has little to do with the question (Qwen2.5-0.5B said "no"
-to 30 of 30 multi-hop questions). Its next-token probabilities still order
-the questions: P(yes) is higher for a question about specific people and
-events than for "what is 9 times 8?". So where the backend returns
-log-probabilities the decision is ``P(yes) / (P(yes) + P(no)) >= threshold``
-with a threshold chosen by measurement (see ``benchmarks/quality.py`` and
-docs/methods.md); otherwise the written yes/no is used.
+strong prior that has little to do with the question (it may say "no" to
+every multi-hop question). Its next-token probabilities still order the
+questions: P(yes) is higher for a question about specific people and events
+than for "what is 9 times 8?". So where the backend returns log-probabilities
+the decision is ``P(yes) / (P(yes) + P(no)) >= threshold`` (the threshold:
+:data:`DEFAULT_THRESHOLD`, docs/methods.md); otherwise the written yes/no is
+used.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ FALLBACK_DECISION_PROMPT = (
 )
 SYSTEM = "You decide whether a question needs facts looked up in reference documents."
 TOP_LOGPROBS = 20
-# Where P(yes) falls differs from model to model (Qwen2.5-0.5B put HotpotQA questions
-# near 0.36, the 1.5B near 0.9), so no fixed threshold serves both. "auto" asks the
+# Where P(yes) falls differs widely from model to model, so no fixed threshold serves
+# every model. "auto" asks the
 # model about these written anchor questions once and puts the threshold halfway
 # between the mean P(yes) of the two groups (docs/methods.md, "The retrieval decision").
 DEFAULT_THRESHOLD = "auto"

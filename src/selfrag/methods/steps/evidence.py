@@ -7,28 +7,24 @@ dropped by the ``separate`` mode's filter), the critic's P(relevant) for
 was unusable) the **mean of the judged passages' verdicts** (0.5 when none
 was judged). The mean, not a fixed 0.5:
 ``self_rag`` judges only its first ``num_candidates`` passages and small
-models call nearly every passage relevant, so a fixed 0.5 ranked the
+models call nearly every passage relevant, so a fixed 0.5 would rank the
 retriever's top three above every unjudged passage whatever its lexical
-evidence (on the first 40 shared HotpotQA questions, the three passages kept
-held both gold paragraphs for 64% of questions, against 77% for the three
-with the best prior alone). ``prior`` is
+evidence. ``prior`` is
 :func:`selfrag.retrieval.links.evidence_prior` (retrieval score share, title
 named in the question, title named in another top passage). The
 joint candidate reads the ``joint_passages`` best, best first, leaving out
 any below :data:`MIN_FUSED` (a passage judged irrelevant stays only if its
 prior is at least 0.5); when fewer than two pass, it reads the best
 ``joint_passages`` regardless, as a model that rejects nearly everything is
-not trusted either. On the small
-models the verdict alone could not filter (the 0.5B model judged almost every
-passage relevant); the prior is what tells the second hop from a distractor.
+not trusted either. A small model's verdict alone cannot filter (it judges
+almost every passage relevant); the prior is what tells the second hop from
+a distractor.
 
 ``self_rag``'s combined and fused modes rank by the **prior alone**
-(``model=None``; config ``joint_ranking``). Counting only the passages it
-judged, the 1.5B model's ``[IsRel]`` verdict separated gold paragraphs from
-distractors at chance (AUC 0.50 on 40 HotpotQA questions), and fusing it made
-the ranking worse than the prior alone (AUC 0.835 vs 0.921; both gold
-paragraphs among the five kept for 32 of 40 questions, against 37 for the
-prior's five). Ranking without verdicts also lets the joint candidate be
+(``model=None``; config ``joint_ranking``): their written ``[IsRel]``
+verdict separates gold passages from distractors no better than chance on
+small models, and fusing it makes the ranking worse than the prior alone
+(docs/results.md). Ranking without verdicts also lets the joint candidate be
 written while the one-passage candidates are still being judged.
 """
 

@@ -1,18 +1,17 @@
 """An answer written after the facts it rests on (``self_rag.facts_first``).
 
-Two failures of the benchmark models' joint answer motivate it:
+Two failures of small models' joint answers motivate it:
 
 * a two-hop question answered with the bridge entity ("What was the father of
   Kasper Schmeichel voted to be?" -> "Peter Schmeichel"): the model stopped
   after the first hop;
-* a comparison question answered "yes" whatever the passages said (the 1.5B
-  model said "yes" to 16 of 17 HotpotQA yes/no questions).
+* a comparison question answered "yes" whatever the passages said.
 
 The first call asks for the facts that lead to the answer, then a last
 ``Answer: ...`` line (a yes/no question, ``prompts/self_rag_yes_no_facts.txt``:
 one line per item compared, its name and the fact, then ``Answer: yes`` or
 ``Answer: no``; any other, ``prompts/self_rag_facts_first.txt``: the hops in a
-few sentences). The benchmark models often leave that line out, or write a
+few sentences). Small models often leave that line out, or write a
 fragment in its place; then a second, short call reads the notes alone (no
 documents, so it costs little) and writes the answer in the question's format
 (``prompts/self_rag_facts_answer.txt``). A reply that still gives no answer
@@ -20,9 +19,8 @@ yields ``None``, and the caller falls back to the plain answer call; so does a
 yes/no verdict with nothing written before it (it compared no facts).
 
 The yes/no prompt names the line format in words, not as a template: given
-``- <name>: <that fact>``, the 1.5B model copied the placeholders into 5 of
-its 17 replies and wrote "name: yes" lines (the verdict per item, not a fact)
-in 8 more.
+``- <name>: <that fact>``, a small model copies the placeholders, or writes
+"name: yes" lines (the verdict per item, not a fact).
 """
 
 from __future__ import annotations
@@ -106,8 +104,8 @@ async def answer_after_facts(
             step.observation = f"written: {answer}; read from the notes: {reading.answer}"
             return read, context, reading.answer
     if yes_no and answer is not None and not notes_before_answer(step.text):
-        # A bare "Answer: no" compared nothing: the 0.5B model wrote one for most questions when
-        # the prompt named no line format, saying "no" to nearly all of them.
+        # A bare "Answer: no" compared nothing: a small model writes one for most questions when
+        # it skips the facts, with the same verdict for nearly all of them.
         step.observation = f"a bare verdict ({answer}) with no facts before it; answering with the plain prompt"
         return step, context, None
     if answer is not None:

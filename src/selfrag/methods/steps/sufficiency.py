@@ -8,13 +8,11 @@ read one of two ways (``self_corrective.judge``):
   leading Yes/No; an unreadable reply is NO), seed 004's judge;
 * ``label_probs``: P(YES) among YES and NO at the reply's first token (every
   surface form summed: "YES", " Yes", "yes"), accepted at
-  ``judge_threshold`` or above. Each benchmark model writes the same verdict
-  to every search (the 0.5B model YES, the 1.5B model NO, on all 120 dev
-  searches), so the written verdict cannot tell a good search from a bad one. The 1.5B
-  model's probability still ranks a search that holds the evidence above one
-  stripped of it (AUC 0.761 on 120 dev searches; the 0.5B model's 0.573), and
-  the threshold is where that measured ranking is cut for one model
-  (``benchmarks/judge_dev.py`` prints the best cut). It falls back to the written
+  ``judge_threshold`` or above. A small model may write the same verdict to
+  every search, so the written verdict cannot tell a good search from a bad
+  one, while its probability can still rank a search that holds the evidence
+  above one stripped of it; the threshold is where that ranking is cut for one
+  model (measured per model: docs/results.md). It falls back to the written
   verdict when the backend gives no log-probabilities or the first token is
   not a YES/NO word (the labels hold less than ``MIN_MASS`` of it).
 

@@ -275,9 +275,9 @@ class SelfRAG(Method):
         """Whether a filter that kept no passage is overruled: the question supplied its own passages.
 
         Seed 003 answers without context when every document is judged irrelevant, which suits an
-        open corpus. A question's own passages are its evidence: on the 1.5B benchmark model the JSON
-        judge rejected every one of them on 16 of 17 yes/no questions (a comparison question has no
-        single passage that answers it), and answering from the prior threw that evidence away.
+        open corpus. A question's own passages are its evidence: a JSON judge can reject every one of
+        them on a comparison question (no single passage answers it), and answering from the prior
+        would throw that evidence away.
         """
         return (bool(docs) and self.config.joint_candidate and self.config.retrieve_own_evidence
                 and run.own_evidence)

@@ -259,8 +259,8 @@ class Separate(Mode):
         if relevance.value != RELEVANT:
             step.observation += "; filtered out before generation"
         if relevance.default:
-            # No verdict is not a verdict of "irrelevant": the joint ranks this passage as one not judged.
-            # (The 0.5B model answered the multiple-choice question here, "B", for 72 of 150 passages.)
+            # No verdict is not a verdict of "irrelevant": the joint ranks this passage as one not judged
+            # (a small model may answer the question here instead of judging the passage).
             step.observation += "; ranked for the joint as not judged"
             return None
         return relevance.value == RELEVANT
