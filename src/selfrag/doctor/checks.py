@@ -214,7 +214,7 @@ def check_llm(spec: str, *, timeout: float = 120.0) -> Check:
     try:
         text = asyncio.run(asyncio.wait_for(probe(), timeout))
     except SelfragError as exc:
-        return Check(name, "failed", str(exc), "check the spec, the server and its key (see README: backends)")
+        return Check(name, "failed", str(exc), "check the spec, the server and its key (see docs/backends.md)")
     except TimeoutError:
         return Check(name, "failed", f"no answer within {timeout:.0f} s", "check that the server is up")
     return Check(name, f"answered {text.strip()[:40]!r}")
