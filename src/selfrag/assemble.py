@@ -19,6 +19,7 @@ from .methods.critique.augmentations import load_augmentations
 from .methods.factory import get_method_class
 from .retrieval.base import Retriever, RetrieverFactory
 from .retrieval.registry import create_retriever, options_for, retriever_factory
+from .retrieval.rerank import reranked, reranked_factory
 from .types import Document
 
 
@@ -45,11 +46,21 @@ def retriever_options(cfg: ExperimentConfig) -> dict[str, Any]:
 
 
 def build_retriever_factory(cfg: ExperimentConfig) -> RetrieverFactory:
-    return retriever_factory(cfg.retrieval.method, **retriever_options(cfg))
+    """Per-question retrievers (a dataset's own contexts), behind the configured rerank stage."""
+    factory = retriever_factory(cfg.retrieval.method, **retriever_options(cfg))
+    return reranked_factory(factory, cfg.retrieval.rerank, cfg.retrieval.rerank_from)
 
 
 def build_retriever(cfg: ExperimentConfig, documents: Sequence[Document] | None) -> Retriever | None:
-    """A retriever over a shared collection: a saved index, or ``documents`` indexed now."""
+    """A retriever over a shared collection (a saved index, or ``documents`` indexed now), behind the
+    configured rerank stage."""
+    retriever = _shared_retriever(cfg, documents)
+    if retriever is None:
+        return None
+    return reranked(retriever, cfg.retrieval.rerank, cfg.retrieval.rerank_from)
+
+
+def _shared_retriever(cfg: ExperimentConfig, documents: Sequence[Document] | None) -> Retriever | None:
     if cfg.retrieval.index:
         from .retrieval.persist import load_index
 

@@ -80,6 +80,10 @@ class RetrievalSection(StrictModel):
     rrf_k: int = Field(60, ge=1)
     bm25_weight: float = Field(0.5, ge=0)
     dense_weight: float = Field(0.5, ge=0)
+    # A stage between the retriever and every method: none, or evidence (retrieve rerank_from
+    # passages, keep the top_k with the best lexical evidence: retrieval/rerank.py).
+    rerank: Literal["none", "evidence"] = "none"
+    rerank_from: int = Field(10, ge=1)
 
 
 # The dataset names a config may give; selfrag.eval.datasets has one loader for each.
