@@ -56,6 +56,7 @@ def response_json(response: RAGResponse) -> dict[str, Any]:
         "citations": [{"n": i, "id": d.id, "title": d.title, "text": d.text}
                       for i, d in enumerate(response.citations, start=1)],
         "abstained": response.abstained,
+        "confidence": response.confidence,
         "candidates": to_jsonable(list(response.candidates)),
         "reasoning_chain": to_jsonable(list(response.reasoning_chain)),
         "details": to_jsonable(response.details),

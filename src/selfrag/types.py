@@ -170,6 +170,9 @@ class RAGResponse:
     citations: tuple[Document, ...] = ()
     # True when the method declined to answer ("insufficient evidence").
     abstained: bool = False
+    # How sure the method is of its answer, in [0, 1] (None: not read); how it was read is in
+    # details["confidence"].
+    confidence: float | None = None
 
     @property
     def sources(self) -> list[Document]:

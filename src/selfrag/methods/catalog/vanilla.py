@@ -13,6 +13,7 @@ from ..core.registry import register
 from ..core.text import clean_answer
 from ..core.trace import Run
 from ..steps.choice_reading import AnswerReading, read_over_passages, reader_for
+from ..steps.confidence import ConfidenceReading, read_confidence
 
 
 class VanillaConfig(MethodConfig):
@@ -23,6 +24,9 @@ class VanillaConfig(MethodConfig):
     # content-free label bias divided out (choice_reading.py; needs log-probabilities,
     # else the text is read).
     answer_reading: AnswerReading = AnswerReading.TEXT
+    # How sure the answer is (steps/confidence.py): sequence, the answer's own probability, read
+    # from the answer call at no cost; p_true one short call more; reflection the fitted combination.
+    confidence: ConfidenceReading = ConfidenceReading.SEQUENCE
 
 
 @register
@@ -44,10 +48,16 @@ class VanillaRAG(Method):
                 run, self.reader, question, result.documents, self.config.max_context_tokens)
             if reading.answer is not None:
                 return Outcome(answer=reading.answer, retrieval_needed=True, citations=used)
-        step, _, used = await answer_over(
+        reading = self.config.confidence
+        step, context, used = await answer_over(
             run, question, result.documents, self.config.max_context_tokens,
-            thought="Answer from the retrieved passages.",
+            thought="Answer from the retrieved passages.", logprobs=reading is not ConfidenceReading.OFF,
         )
         step.thought = f"Answer from {len(used)} passages."
+        answer = clean_answer(step.text)
+        sure = await read_confidence(run, reading, question, answer, step=step, context=context, docs=used,
+                                     priors=list(result.scores[: len(used)]) if result.method.endswith("+evidence")
+                                     else None)
         # The prompt asks for no citation markers, so the answer cites what the model was shown.
-        return Outcome(answer=clean_answer(step.text), retrieval_needed=True, citations=used)
+        return Outcome(answer=answer, retrieval_needed=True, citations=used, confidence=sure.value,
+                       details={"confidence": sure.as_dict()} if sure.value is not None else {})

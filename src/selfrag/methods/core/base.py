@@ -57,6 +57,8 @@ class Outcome:
     # None: cite every passage the method retrieved.
     citations: Sequence[Document] | None = None
     abstained: bool = False
+    # How sure the method is of the answer (None: not read).
+    confidence: float | None = None
 
 
 def as_question(question: Question | str) -> Question:
@@ -207,6 +209,7 @@ class Method(ABC):
             details=details,
             citations=self._citations(run, outcome),
             abstained=outcome.abstained,
+            confidence=outcome.confidence,
         )
 
     @staticmethod

@@ -80,20 +80,23 @@ def truncate_to_tokens(text: str, max_tokens: int, count_tokens: Callable[[str],
 async def answer_over(
     run: Run, question: Question, docs: Sequence[Document], max_tokens: int, *, thought: str,
     template: str = "answer_with_context", action: str = "generate", formatted: bool = True,
-    reply_tokens: int | None = None,
+    reply_tokens: int | None = None, logprobs: bool = False,
 ) -> tuple[StepRecord, str, list[Document]]:
     """``vanilla_rag``'s answer call over ``docs`` joined up to ``max_tokens``.
 
     ``template`` (with ``{context}`` and ``{question}``) replaces the prompt;
     ``formatted=False`` leaves out the answer-format system message, for a
     prompt that asks for its own reply shape; ``reply_tokens`` caps the reply
-    below the method's ``max_tokens``. Returns the step (its text is the raw
+    below the method's ``max_tokens``; ``logprobs`` asks for each reply token's
+    log-probability (where the backend gives them: a confidence reads them). Returns the step (its text is the raw
     answer; ``details.passages_in_context`` lists the ids shown), the context
     shown and the documents it includes.
     """
     context, used = build_context(docs, max_tokens, run.llm.count_tokens)
     prompt = answer_prompt(question, template=template, formatted=formatted)(question.text, context)
     cap = {} if reply_tokens is None else {"max_tokens": min(reply_tokens, int(run.params.get("max_tokens", reply_tokens)))}
+    if logprobs and run.llm.supports_logprobs:
+        cap["top_logprobs"] = 1
     step = await run.generate(prompt, action=action, thought=thought, action_input=question.text, **cap)
     step.details["passages_in_context"] = [d.id for d in used]
     return step, context, used

@@ -52,6 +52,7 @@ def wants_facts(facts_first: str, question: Question) -> bool:
 async def joint_answer(
     run: Run, question: Question, docs: Sequence[Document], max_tokens: int, *, name: str,
     facts_first: str = "off", reader: ChoiceReader | None = None, action: str = "generate",
+    logprobs: bool = False,
 ) -> tuple[StepRecord, str, str]:
     """The step that gave the answer, the context shown and the answer; ``name`` names the passages in
     thoughts, ``action`` the plain answer call's step."""
@@ -70,5 +71,5 @@ async def joint_answer(
         if read is not None and reading.answer is not None:
             return read, context, reading.answer
     gen, context, _ = await answer_over(run, question, docs, max_tokens, thought=f"Answer from {name} together.",
-                                        action=action)
+                                        action=action, logprobs=logprobs)
     return gen, context, clean_answer(gen.text)

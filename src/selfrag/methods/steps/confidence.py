@@ -1,0 +1,154 @@
+"""How sure a method is of its answer: the reflection signals read after the answer, and their score.
+
+``confidence`` (a method setting) says what is read:
+
+* ``off``: nothing;
+* ``sequence``: the answer's own probability (the mean token log-probability
+  of the answer call, mapped to (0, 1) by ``exp``); no call;
+* ``p_true``: the model asked whether its answer is correct according to the
+  passages, P(True) at the reply's first token (one short call whose prompt
+  continues the answer's, so a local backend reuses the passages' evaluation);
+* ``reflection``: every signal of :class:`~selfrag.reflection.confidence.Signals`
+  (``p_true``'s call and, on a backend that scores a given reply, the answer
+  scored after the passages and after the question alone: the passages' lift),
+  combined by the fitted :class:`~selfrag.reflection.confidence.ConfidenceModel`.
+
+Every call is a trace step (``confidence_*``), and a ``confidence`` step
+records the signals and the value of the readings that make calls; the
+outcome's details carry them for every reading.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ...llm.base import Message, chat
+from ...normalize import normalize_answer
+from ...prompts import load_prompt, render
+from ...reflection.confidence import ConfidenceModel, Signals
+from ...types import Document, Question
+from ..core.answer_format import answer_system
+from ..core.context import answer_prompt
+from ..core.trace import Run, StepRecord, shorten
+from .choice_reading import TOP_LOGPROBS, first_top, label_probs, normalised
+
+# What a low confidence means, in the words ask prints.
+LOW = 0.5
+LOW_CONFIDENCE_NOTE = "low confidence: the passages may not support this answer"
+
+
+class ConfidenceReading(StrEnum):
+    OFF = "off"
+    SEQUENCE = "sequence"
+    P_TRUE = "p_true"
+    REFLECTION = "reflection"
+
+
+@dataclass(frozen=True)
+class Confidence:
+    value: float | None
+    reading: ConfidenceReading
+    signals: Signals
+
+    def as_dict(self) -> dict:
+        return {"confidence": None if self.value is None else round(self.value, 4), "reading": self.reading.value,
+                "signals": self.signals.as_dict()}
+
+
+def mean_logprob(step: StepRecord | None) -> float | None:
+    """The mean log-probability of a step's reply tokens (None when the backend gave none)."""
+    gen = None if step is None else step.gen
+    if gen is None or not gen.logprobs:
+        return None
+    return sum(t.logprob for t in gen.logprobs) / len(gen.logprobs)
+
+
+def contained(answer: str, docs: Sequence[Document]) -> float | None:
+    """The share of the answer's normalised words that occur in the passages (None: no word, or no passage)."""
+    words = normalize_answer(answer).split()
+    if not words or not docs:
+        return None
+    seen = set(normalize_answer(" ".join(f"{d.title or ''} {d.text}" for d in docs)).split())
+    return sum(w in seen for w in words) / len(words)
+
+
+def relevance(priors: Sequence[float] | None) -> float | None:
+    """The mean evidence prior of the best two passages read (one: its own)."""
+    if not priors:
+        return None
+    best = sorted(priors, reverse=True)[:2]
+    return sum(best) / len(best)
+
+
+async def p_true(run: Run, question: Question, context: str, answer: str) -> float | None:
+    """P(True) when asked, right after the answer, whether it is correct according to the passages."""
+    prompt = [*answer_prompt(question)(question.text, context), Message("assistant", answer),
+              Message("user", load_prompt("confidence_p_true"))]
+    step = await run.generate(prompt, action="confidence_p_true", thought="Is the answer correct according to the "
+                              "passages? (P(True) at the first token)", action_input=shorten(answer),
+                              max_tokens=1, top_logprobs=TOP_LOGPROBS)
+    probs = normalised(label_probs(first_top(step), ("True", "False")))
+    if probs is None:  # no log-probabilities: the written word
+        word = step.text.strip().lower()
+        value = 1.0 if word.startswith("true") else 0.0 if word.startswith("false") else None
+    else:
+        value = probs["True"]
+    step.details["p_true"] = None if value is None else round(value, 4)
+    step.observation = f"P(True) = {value:.3f}" if value is not None else "no True/False in the reply"
+    return value
+
+
+async def lift(run: Run, question: Question, context: str, answer: str) -> float | None:
+    """Mean log-probability of ``answer`` after the passages minus after the question alone (a backend
+    that scores a given reply only; None otherwise)."""
+    if not run.llm.supports_forced or not answer.strip():
+        return None
+    with_passages = await run.generate(answer_prompt(question)(question.text, context), forced=answer,
+                                       top_logprobs=0, action="confidence_likelihood",
+                                       thought="How likely is the answer after the passages?",
+                                       action_input=shorten(answer))
+    alone = await run.generate(
+        chat(answer_system(question), render(load_prompt("answer_direct"), question=question.text)), forced=answer, top_logprobs=0, action="confidence_likelihood",
+        thought="How likely is the answer after the question alone?", action_input=shorten(answer))
+    a, b = mean_logprob(with_passages), mean_logprob(alone)
+    if a is None or b is None:
+        return None
+    with_passages.details["mean_logprob"] = round(a, 4)
+    alone.details["mean_logprob"] = round(b, 4)
+    return a - b
+
+
+async def read_confidence(
+    run: Run, reading: ConfidenceReading, question: Question, answer: str, *, step: StepRecord | None,
+    context: str, docs: Sequence[Document], priors: Sequence[float] | None = None,
+    model: ConfidenceModel | None = None,
+) -> Confidence:
+    """The confidence of ``answer``, written by ``step`` over ``context`` (``docs``, with their evidence
+    ``priors``); the signals a reading needs are read, the others left unknown."""
+    reading = ConfidenceReading(reading)
+    seq = mean_logprob(step)
+    signals = Signals(seq=seq)
+    value: float | None = None
+    if reading is ConfidenceReading.SEQUENCE:
+        value = None if seq is None else math.exp(seq)
+    elif reading is ConfidenceReading.P_TRUE:
+        signals = Signals(seq=seq, p_true=await p_true(run, question, context, answer))
+        value = signals.p_true
+    elif reading is ConfidenceReading.REFLECTION:
+        model = model or ConfidenceModel.load()
+        truth = await p_true(run, question, context, answer) if "p_true" in model.features else None
+        raised = await lift(run, question, context, answer) if "lift" in model.features else None
+        signals = Signals(seq=seq, p_true=truth, lift=raised, contained=contained(answer, docs),
+                          relevance=relevance(priors))
+        value = model.score(signals)
+    out = Confidence(value, reading, signals)
+    if reading in (ConfidenceReading.P_TRUE, ConfidenceReading.REFLECTION):  # readings that made calls
+        run.note("confidence", thought=f"How sure is the answer? (confidence: {reading.value})",
+                 action_input=shorten(answer),
+                 observation="unknown" if value is None else f"{value:.3f}"
+                 + (f" ({LOW_CONFIDENCE_NOTE})" if value < LOW else ""),
+                 details=out.as_dict())
+    return out
