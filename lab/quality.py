@@ -2,17 +2,15 @@
 
 One command runs every method variant on HotpotQA (n=100), the HotpotQA
 yes/no questions (all 17), PubMedQA and MMLU-evidence (n=50 each) through the
-experiment runner, with the model loaded once and the cache off; measures
-``self_rag``'s retrieval decision on questions that need no documents and the
-critiques' discrimination (relevance, support); and writes
+experiment runner, with the model loaded once and the cache off, and writes
 ``results/quality_<model_tag>.md`` (+ ``.json``, ``.png``) and
 ``results/quality.md``, the index of every model's report.
 
-    python benchmarks/quality.py                                       # the embedded SmolLM2-135M
-    python benchmarks/quality.py --llm llamacpp:/models/qwen2.5-coder-0.5b-instruct.gguf
-    python benchmarks/quality.py --llm llamacpp:M.gguf --datasets hotpotqa --only vanilla_rag self_rag
-    python benchmarks/quality.py --llm llamacpp:M.gguf --print-commands   # the same runs by hand
-    python benchmarks/quality.py --llm llamacpp:M.gguf --report-only      # report what is on disk
+    python -m lab.quality                                       # the embedded SmolLM2-135M
+    python -m lab.quality --llm llamacpp:/models/qwen2.5-coder-0.5b-instruct.gguf
+    python -m lab.quality --llm llamacpp:M.gguf --datasets hotpotqa --only vanilla_rag self_rag
+    python -m lab.quality --llm llamacpp:M.gguf --print-commands   # the same runs by hand
+    python -m lab.quality --llm llamacpp:M.gguf --report-only      # report what is on disk
 
 Every (dataset, variant) run is a normal run directory,
 ``results/runs/quality/<model_tag>/<dataset>/<variant>/``: an interrupted
@@ -31,28 +29,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _env import machine
-from quality_carry import carry_over, read_previous
-from quality_critics import (
-    decision_summary,
-    decisions_path,
-    evidence_rows,
-    gold_titles,
-    linked_path,
-    relevance_path,
-    relevance_rows,
-    run_no_docs_decisions,
-    run_relevance,
-    support_rows,
-)
-from quality_kept import has_predictions, predictions
-from quality_report import glance_text, index, load_reports, plot, render, with_glance
-from quality_runs import (
+from lab.machine import machine
+from lab.quality_carry import carry_over, read_previous
+from lab.quality_critique import evidence_rows, gold_titles, support_rows
+from lab.quality_kept import has_predictions, predictions
+from lab.quality_report import glance_text, index, load_reports, plot, render, with_glance
+from lab.quality_runs import (
     BASELINE,
     DATA,
     DATASET_LIST,
     DATASETS,
     DEFAULT_VARIANTS,
+    ROOT,
     VARIANT_LIST,
     VARIANTS,
     command_line,
@@ -63,19 +51,22 @@ from quality_runs import (
     missing_configs,
     model_file,
     model_tag,
+    repo_path,
     run_dir,
     say,
     selection,
     settings_remark,
     target_n,
 )
-from quality_stats import compare_to, grounding, read_predictions, summarize_rows
+from lab.quality_stats import compare_to, grounding, read_predictions, summarize_rows
 
 from selfrag.cli.signals import sigterm_stops
 
 HERE = Path(__file__).resolve().parent
 METRICS = {"hotpotqa": ("em", "f1", "match"), "hotpotqa_yesno": ("em", "f1"), "hotpotqa_mix": ("em", "f1"),
            "hotpotqa_next": ("em", "f1", "match"), "pubmedqa": ("em", "f1", "accuracy"), "mmlu_evidence": ("em", "f1", "accuracy")}
+# Files whose results-at-a-glance block (between the glance markers) is these reports' own matrix.
+GLANCE_FILES = (ROOT / "README.md", ROOT / "docs" / "results.md")
 
 
 class Backend:
@@ -129,7 +120,7 @@ def collect(args: Any) -> dict[str, Any]:
                        model=next((r.get("model") for r in recs if r.get("model")), ""),
                        remark=args.remarks.get((dataset.name, v.name))
                        or settings_remark(dataset, v, target_n(dataset, args), args.llm, dest),
-                       run_dir=str(dest))
+                       run_dir=repo_path(dest))
             if dataset.name in ("hotpotqa", "hotpotqa_next", "hotpotqa_mix"):
                 row["grounding"] = grounding(recs)
             baseline = runs.get(BASELINE) if v.name != BASELINE else None
@@ -137,14 +128,8 @@ def collect(args: Any) -> dict[str, Any]:
             if dataset.name == "hotpotqa_mix" and baseline:
                 row["truthful_vs_baseline"] = compare_to(recs, baseline, "truthfulness")
             rows.append(row)
-    critics: list[dict[str, Any]] = []
-    if relevance_path(args.out, args.tag).is_file() and DATASETS["hotpotqa"].path.exists():
-        critics += relevance_rows(args.out, args.tag, _wanted(args, "hotpotqa", args.n_critics))
-    critics += evidence_rows(hotpot, gold_titles(DATASETS["hotpotqa"].path))
-    critics += support_rows(hotpot)
-    decisions = decision_summary(args.out, args.tag, hotpot.get("self_rag", []))
-    data = {"environment": args.env, "args": args.recorded, "rows": rows, "decisions": decisions,
-            "critics": critics}
+    critics = evidence_rows(hotpot, gold_titles(DATASETS["hotpotqa"].path)) + support_rows(hotpot)
+    data = {"environment": args.env, "args": args.recorded, "rows": rows, "critics": critics}
     return carry_over(data, read_previous(args.out / f"quality_{args.tag}.json"))
 
 
@@ -159,12 +144,13 @@ def write_reports(args: Any) -> Path:
     base.with_name(base.name + ".md").write_text(text, encoding="utf-8")
     reports = load_reports(args.out)
     (args.out / "quality.md").write_text(index(reports), encoding="utf-8")
-    readme = HERE.parent / "README.md"
-    if args.out.resolve() == (HERE / "results").resolve() and readme.is_file():
-        # The README's results-at-a-glance block is these reports' own matrix, never typed by hand.
-        text = with_glance(readme.read_text(encoding="utf-8"), glance_text(reports))
-        if text is not None:
-            readme.write_text(text, encoding="utf-8")
+    if args.out.resolve() == (HERE / "results").resolve():
+        # The results-at-a-glance blocks are these reports' own matrix, never typed by hand.
+        block = glance_text(reports)
+        for path in GLANCE_FILES:
+            text = with_glance(path.read_text(encoding="utf-8"), block) if path.is_file() else None
+            if text is not None:
+                path.write_text(text, encoding="utf-8")
     return base.with_name(base.name + ".md")
 
 
@@ -196,18 +182,13 @@ async def measure(args: Any) -> None:
         return
     backend = Backend()
     try:
-        if args.decisions:
-            await run_no_docs_decisions(args, backend)
-            write_reports(args)
-        for dataset, variant in ([] if args.no_runs else selected(args)):
+        for dataset, variant in selected(args):
             say(f"{dataset.name} / {variant.name} ...")
             state = await ensure_run(dataset, variant, args, backend)
             if state.note:
                 args.remarks[(dataset.name, variant.name)] = state.note
             say(_line(dataset, variant, state.rows, state.wanted))
             write_reports(args)
-        if args.critics:
-            await run_relevance(args, backend, args.n_critics)
     finally:
         await backend.aclose()
 
@@ -217,49 +198,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--llm", default=None, help="backend spec, e.g. llamacpp:PATH.gguf (default: the embedded model)")
     parser.add_argument("--n-hotpot", type=int, default=100, help="HotpotQA questions (default 100)")
     parser.add_argument("--n-other", type=int, default=50, help="PubMedQA and MMLU-evidence questions (default 50)")
-    parser.add_argument("--n-critics", type=int, default=100,
-                        help="HotpotQA questions whose top-5 paragraphs the relevance critiques score (default 100)")
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     parser.add_argument("--only", nargs="+", choices=list(VARIANTS),
                         help=f"run only these variants (default: {' '.join(DEFAULT_VARIANTS)})")
-    parser.add_argument("--critics", action=argparse.BooleanOptionalAction, default=None,
-                        help="relevance critiques of gold vs distractor paragraphs (default: on with hotpotqa)")
-    parser.add_argument("--relevance-verdict", action=argparse.BooleanOptionalAction, default=True,
-                        help="with the critiques, also the combined mode's [IsRel] verdict per paragraph (one "
-                        "generation each; default on)")
-    parser.add_argument("--decisions", action=argparse.BooleanOptionalAction, default=None,
-                        help="self_rag's retrieval decision on the no-documents questions (default: on with "
-                        "hotpotqa and self_rag)")
-    parser.add_argument("--fresh", action="store_true", help="discard the selected runs (and critiques) first")
-    parser.add_argument("--no-runs", action="store_true",
-                        help="answer no dataset questions: only the decision and critique measurements asked for")
+    parser.add_argument("--fresh", action="store_true", help="discard the selected runs first")
     parser.add_argument("--report-only", action="store_true", help="run nothing; report what is on disk")
     parser.add_argument("--print-commands", action="store_true",
                         help="print the `selfrag run` command of every selected run and exit")
     parser.add_argument("--progress", action="store_true", help="per-question progress bars")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
-    for flag in ("n_hotpot", "n_other", "n_critics"):
+    for flag in ("n_hotpot", "n_other"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be at least 1")
-    hotpot = "hotpotqa" in args.datasets
-    if args.critics is None:
-        args.critics = hotpot
-    if args.decisions is None:
-        args.decisions = hotpot and (not args.only or "self_rag" in args.only)
     return args
 
 
 def environment(args: Any) -> dict[str, Any]:
     env = machine()
     path = model_file(args.llm)
+    sha = file_sha256(path)
+    if sha is None and path is not None:
+        # The model file is not on this machine (a report-only run elsewhere): the committed
+        # report's checksum still names the model its runs were measured with.
+        old = (read_previous(args.out / f"quality_{args.tag}.json") or {}).get("environment") or {}
+        sha = old.get("model_sha256") if old.get("model_path") == str(path) else None
     return {
         "date": env["date"], "platform": env["platform"], "cpus": env["cpu_count"],
         "usable_cpus": env["usable_cpus"], "python": env["python"], "commit": env["commit"],
         "llm": args.llm or "embedded", "model_tag": args.tag,
         "model": path.name if path else args.tag,
         "model_path": str(path) if path else None,
-        "model_sha256": file_sha256(path),
+        "model_sha256": sha,
     }
 
 
@@ -280,15 +250,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     args.selections, args.remarks = {}, {}
-    args.recorded = {k: getattr(args, k) for k in ("n_hotpot", "n_other", "n_critics", "datasets", "only")}
+    args.recorded = {k: getattr(args, k) for k in ("n_hotpot", "n_other", "datasets", "only")}
     if args.fresh and not args.report_only:
         for dataset, variant in selected(args):
             discard(run_dir(args.out, args.tag, dataset, variant))
-        if args.decisions:
-            discard(decisions_path(args.out, args.tag))
-        if args.critics:
-            discard(relevance_path(args.out, args.tag))
-            discard(linked_path(args.out, args.tag))
     args.env = environment(args)
     code = 0
     try:

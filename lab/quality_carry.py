@@ -6,6 +6,8 @@ or before run directories were committed) would silently vanish from the
 report on the next run. Such rows are carried over from the committed report
 instead, each marked with the commit and date it was measured at, so a fresh
 clone that measures one new thing does not erase what was measured before.
+A row of a variant or dataset the benchmark no longer defines is not carried:
+it was retired, and docs/results.md keeps its numbers.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from quality_runs import DATASET_LIST, VARIANT_LIST
+from lab.quality_runs import DATASET_LIST, VARIANT_LIST
 
 _DATASET_ORDER = {d.name: i for i, d in enumerate(DATASET_LIST)}
 _VARIANT_ORDER = {v.name: i for i, v in enumerate(VARIANT_LIST)}
@@ -44,13 +46,13 @@ def _row_order(row: dict[str, Any]) -> tuple[int, int, str]:
 
 
 def carry_over(data: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
-    """``data`` with every row, critique row and decision summary of ``previous`` it lacks, marked carried."""
+    """``data`` with every row and critique row of ``previous`` it lacks, marked carried."""
     if not previous:
         return data
     env = previous.get("environment") or {}
     rows = {_row_key(r): r for r in data["rows"]}
     for row in previous.get("rows") or []:
-        if not isinstance(row, dict):
+        if not isinstance(row, dict) or not _defined(row):
             continue
         here = rows.get(_row_key(row))
         if here is None:
@@ -61,34 +63,17 @@ def carry_over(data: dict[str, Any], previous: dict[str, Any] | None) -> dict[st
             rows[_row_key(row)] = {**row, "carried": _origin(row, env), "rerun_n": here.get("n") or 0}
     rows = sorted(rows.values(), key=_row_order)
     critics = list(data.get("critics") or [])
-    critics += [{**c, "carried": _origin(c, env)} for c in _critics_to_carry(critics, previous)]
-    decisions = data.get("decisions")
-    old = previous.get("decisions")
-    if _empty_decisions(decisions) and not _empty_decisions(old):
-        decisions = {**old, "carried": _origin(old, env)}
-    return {**data, "rows": rows, "critics": critics, "decisions": decisions}
-
-
-def _critics_to_carry(here: list[dict[str, Any]], previous: dict[str, Any]) -> list[dict[str, Any]]:
-    """The previous report's critique rows this one lacks, once each.
-
-    Rows of the top-5 critique pass (they carry a ``target``) are all read from one critiques
-    directory: when this report has any of them, that directory is on this machine and every
-    row it yields is here, so an old row missing from it was renamed or dropped, not lost.
-    """
-    sources = {c.get("source") for c in here}
-    have_pass = any("target" in c for c in here)
-    kept: list[dict[str, Any]] = []
+    sources = {c.get("source") for c in critics}
     for c in previous.get("critics") or []:
-        if not isinstance(c, dict) or c.get("source") in sources or (have_pass and "target" in c):
-            continue
-        sources.add(c.get("source"))
-        kept.append(c)
-    return kept
+        if isinstance(c, dict) and c.get("source") not in sources:
+            sources.add(c.get("source"))
+            critics.append({**c, "carried": _origin(c, env)})
+    return {**data, "rows": rows, "critics": critics}
 
 
-def _empty_decisions(d: dict[str, Any] | None) -> bool:
-    return not d or (not d.get("hotpotqa_n") and not d.get("no_docs_n"))
+def _defined(row: dict[str, Any]) -> bool:
+    dataset, variant = _row_key(row)
+    return dataset in _DATASET_ORDER and variant in _VARIANT_ORDER
 
 
 def carried_note(item: dict[str, Any]) -> str:

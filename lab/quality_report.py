@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from quality_carry import carried_note
-from quality_runs import BASELINE, DATASETS, VARIANT_LIST
+from lab.quality_carry import carried_note
+from lab.quality_runs import BASELINE, DATASETS, VARIANT_LIST
 
 METRIC_NAMES = {"em": "EM", "f1": "F1", "accuracy": "accuracy", "yesno": "yes/no acc.",
                 "answered_yes": "answered yes", "gold_yes": "gold yes"}
@@ -68,60 +68,26 @@ def dataset_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     return [*lines, *remarks, *([""] if remarks else [])]
 
 
-def decision_section(tag: str, d: dict[str, Any] | None) -> list[str]:
-    if not d or (d["hotpotqa_n"] == 0 and d["no_docs_n"] == 0):
-        return []
-    no_docs_n = f"{d['no_docs_n']}" + (f" of {d['no_docs_total']} (partial)" if d["no_docs_n"] < d["no_docs_total"] else "")
-    lines = [
-        "## Retrieval decision",
-        "",
-        "`self_rag`'s adaptive decision (`selfrag.methods.self_rag_decision.decide_retrieval`, "
-        f"threshold {', '.join(str(t) for t in d['thresholds']) or 'as configured'}): how often it retrieves on "
-        "the HotpotQA questions (the decision call alone on the first HotpotQA questions; the `self_rag` pipeline itself retrieves without asking when a question carries its own paragraphs) and how often it skips on the written "
-        "questions that need no documents (`benchmarks/data/no_docs_questions.jsonl`: arithmetic, definitions, "
-        "greetings, instructions). P(yes) AUC: how well the decision's P(yes) alone ranks the HotpotQA questions "
-        "above the no-documents ones (ties count half).",
-        "",
-        "| model | HotpotQA n | retrieves on HotpotQA | no-docs n | skips on no-docs | P(yes) AUC | decision read from |",
-        "|---|---|---|---|---|---|---|",
-        f"| {tag} | {d['hotpotqa_n']} | {_pct(d['hotpotqa_retrieval_rate'])} | {no_docs_n} | "
-        f"{_pct(d['no_docs_skip_rate'])} | {_f(d['p_yes_auc'])} | {', '.join(d['sources']) or '–'} |",
-        "",
-    ]
-    if d["no_docs_skip_by_category"]:
-        cats = ", ".join(f"{c} {_pct(v)}" for c, v in d["no_docs_skip_by_category"].items())
-        lines += [f"Skip rate per no-docs category: {cats}.", ""]
-    if d.get("carried"):
-        lines += [f"These rates are {carried_note(d)}.", ""]
-    return lines
-
-
-def critics_section(tag: str, rows: list[dict[str, Any]], n_critics: int) -> list[str]:
+def critics_section(tag: str, rows: list[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
-    scored = max((r["n_questions"] for r in rows if "target" in r), default=n_critics)
     lines = [
         "## Critique discrimination",
         "",
-        "Relevance: the gold supporting paragraphs (their titles are in the question's supporting facts) "
-        f"against the distractors, scored only among the **top-{5} BM25 paragraphs** of each of the first "
-        f"{scored} HotpotQA questions (to bound the cost), pooled over questions. The critic's reading is "
-        "P(relevant) from next-token label probabilities; the combined mode's `[IsRel]` verdict is binary, so its "
-        "AUC counts ties as half. Support: candidate answers of the `self_rag_critic` and `self_rag` HotpotQA "
-        "runs, correct (F1 >= 0.5 against the gold answer) against wrong (F1 = 0); candidates in between are "
-        "left out. Rows named `self_rag ...` / `self_rag_critic ...` are read from those runs' `rank_evidence` "
-        "step instead (every retrieved passage of every answered question: 10 per question for `self_rag`, "
-        "whose config retrieves 10, i.e. all of a HotpotQA question's paragraphs): the model's verdict, the "
-        "lexical prior of `selfrag.retrieval.links` and their mean, which picks the joint candidate's passages. "
-        "AUC 0.5 = no better than chance.",
+        "Read from the HotpotQA runs, no model call. Relevance: the gold supporting paragraphs (their titles "
+        "are in the question's supporting facts) against the distractors among every retrieved passage of every "
+        "answered question (10 per question: the configs retrieve all of a HotpotQA question's paragraphs), as "
+        "the `rank_evidence` step of the `self_rag` and `self_rag_critic` runs scored them: the model's reading "
+        "(`self_rag`: the combined mode's binary `[IsRel]` verdict, so ties count half; `self_rag_critic`: the "
+        "mean of the label question and the question likelihood), the lexical prior of "
+        "`selfrag.retrieval.links`, and their mean, which picks the joint candidate's passages. Support: "
+        "candidate answers of the `self_rag_critic` and `self_rag` runs, correct (F1 >= 0.5 against the gold "
+        "answer) against wrong (F1 = 0); candidates in between are left out. AUC 0.5 = no better than chance.",
         "",
         "| model | source | n questions | n pairs (pos x neg) | AUC | notes |",
         "|---|---|---|---|---|---|",
     ]
     for r in rows:
-        nq = str(r["n_questions"])
-        if r.get("target") and r["n_questions"] < r["target"]:
-            nq = f"{r['n_questions']} of {r['target']} (partial)"
         notes = []
         if r.get("defaults"):
             notes.append(f"{r['defaults']} verdicts unparsed (read as the default, relevant)")
@@ -129,14 +95,10 @@ def critics_section(tag: str, rows: list[dict[str, Any]], n_critics: int) -> lis
             notes.append(f"{r['unscored']} paragraphs without a probability")
         if r.get("notes"):
             notes.append(str(r["notes"]))
-        for key, against in (("vs_plain", "plain P(relevant)"), ("vs_likelihood", "question likelihood alone")):
-            if d := r.get(key):
-                notes.append(f"vs {against} on the same paragraphs {d['diff']:+.3f} "
-                             f"[{d['lo']:+.3f}, {d['hi']:+.3f}] (questions resampled)")
         if r.get("carried"):
             notes.append(carried_note(r))
         lines.append(
-            f"| {tag} | {r['source']} | {nq} | {r['n_pairs']} ({r['n_pos']} x {r['n_neg']}) | "
+            f"| {tag} | {r['source']} | {r['n_questions']} | {r['n_pairs']} ({r['n_pos']} x {r['n_neg']}) | "
             f"{_f(r['auc'])} | {'; '.join(notes)} |"
         )
     return [*lines, ""]
@@ -211,14 +173,14 @@ def render(data: dict[str, Any]) -> str:
         if rows:
             lines += dataset_table(name, rows)
     lines += grounding_section(data["rows"])
-    lines += decision_section(tag, data.get("decisions"))
-    lines += critics_section(tag, data.get("critics") or [], data["args"]["n_critics"])
+    lines += critics_section(tag, data.get("critics") or [])
     llm = f" --llm {env['llm']}" if env["llm"] != "embedded" else ""
     lines += [
         "Regenerate (resumes every run directory; finished ones are read back): "
-        f"`python benchmarks/quality.py{llm}`; see benchmarks/README.md. Run directories: "
-        f"`benchmarks/results/runs/quality/{tag}/<dataset>/<variant>/` (their `predictions.jsonl`, `config.yaml` "
-        "and `summary.json` are committed, so a fresh clone resumes them; the call ledgers are not).",
+        f"`python -m lab.quality{llm}`; `--report-only` reads what is on disk and runs nothing; see "
+        f"lab/README.md. Run directories: `lab/results/runs/quality/{tag}/<dataset>/<variant>/` (their "
+        "`config.yaml`, `summary.json` and the per-question records, `predictions.slim.jsonl.gz`, are "
+        "committed, so a fresh clone resumes them; the full traces and call ledgers are not).",
         "",
     ]
     return "\n".join(lines)
@@ -257,7 +219,8 @@ def glance(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-GLANCE_START = "<!-- quality at a glance: start (benchmarks/quality.py writes this block) -->"
+GLANCE_START = "<!-- quality at a glance: start (lab/quality.py writes this block) -->"
+GLANCE_OPEN = "<!-- quality at a glance: start"  # a start marker whatever its note says
 GLANCE_END = "<!-- quality at a glance: end -->"
 
 
@@ -294,12 +257,14 @@ def glance_text(reports: list[Report]) -> str:
     return "\n".join([legend, *matrices]) + "\n"
 
 
-def with_glance(readme: str, block: str) -> str | None:
-    """``readme`` with the text between the glance markers replaced by ``block`` (None: no markers)."""
-    i, j = readme.find(GLANCE_START), readme.find(GLANCE_END)
-    if i < 0 or j < i:
+def with_glance(text: str, block: str) -> str | None:
+    """``text`` with the part between the glance markers replaced by ``block`` (None: no markers)."""
+    i = text.find(GLANCE_OPEN)
+    k = text.find("-->", i) if i >= 0 else -1
+    j = text.find(GLANCE_END, k) if k >= 0 else -1
+    if j < 0:
         return None
-    return readme[: i + len(GLANCE_START)] + "\n" + block + readme[j:]
+    return text[:i] + GLANCE_START + "\n" + block + text[j:]
 
 
 def index(reports: list[Report]) -> str:
@@ -307,7 +272,7 @@ def index(reports: list[Report]) -> str:
     lines = [
         "# Quality and cost per method",
         "",
-        "One report per model, written by `python benchmarks/quality.py [--llm llamacpp:PATH]`.",
+        "One report per model, written by `python -m lab.quality [--llm llamacpp:PATH]`.",
         "",
         "| model | report | date | commit | n per dataset |",
         "|---|---|---|---|---|",

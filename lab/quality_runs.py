@@ -1,10 +1,8 @@
 """Variants, datasets and run directories of the quality benchmark.
 
-Layout (``<out>`` is ``benchmarks/results`` by default)::
+Layout (``<out>`` is ``lab/results`` by default)::
 
     <out>/runs/quality/<model_tag>/<dataset>/<variant>/   a normal selfrag run directory
-    <out>/runs/quality/<model_tag>/no_docs/decisions.jsonl
-    <out>/runs/quality/<model_tag>/critics/relevance.jsonl
 
 ``model_tag`` is the GGUF file's stem (``qwen2.5-coder-0.5b-instruct``) or
 ``embedded`` for the default model. A run directory may be made by hand with
@@ -23,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quality_kept import predictions, refresh
-from quality_stats import read_predictions
+from lab.quality_kept import predictions, refresh
+from lab.quality_stats import read_predictions
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -62,43 +60,15 @@ VARIANT_LIST = [
     Variant("self_rag_segment", "self_rag_segment.yaml", note="segment-level beam search"),
     Variant("self_corrective", "self_corrective.yaml"),
     Variant("react_rag", "react_rag.yaml"),
-    # Not run by default (--only NAME): forced retrieval and text-label critics.
-    Variant("self_rag_always", "self_rag.yaml", ("self_rag.retrieval_mode=always",), "always retrieves"),
-    Variant("self_rag_fused_always", "self_rag_fused.yaml", ("self_rag.retrieval_mode=always",),
-            "fused, always retrieves"),
-    Variant("self_rag_critic_always", "self_rag_critic.yaml", ("self_rag_critic.adaptive.mode=always",),
-            "critic, always retrieves"),
+    # Not run by default (--only NAME): a setting other than the default that an open question is about.
     Variant("self_rag_critic_text", "self_rag_critic.yaml", ("self_rag_critic.critic.source=text",),
-            "critic reading generated text labels"),
-    Variant("self_rag_critic_label", "self_rag_critic.yaml",
-            ("self_rag_critic.critic.relevance=passage", "self_rag_critic.passage_candidates=always"),
-            "critic, relevance from the label question alone, its default until 2026-11-28"),
-    Variant("self_rag_critic_all", "self_rag_critic.yaml", ("self_rag_critic.passage_candidates=always",),
-            "critic, a candidate per passage for every question (seed 002), the default until 2026-11-28"),
+            "critic reading generated text labels (a backend without log-probabilities)"),
     Variant("self_rag_on_demand", "self_rag.yaml", ("self_rag.passage_candidates=fallback",),
             "the one-passage candidates only when the joint has no answer"),
     Variant("self_rag_abstain", "self_rag.yaml", ("self_rag.abstain_min_relevance=0.7",),
             "abstains unless a passage's fused relevance reaches 0.7"),
     Variant("self_rag_abstain_support", "self_rag.yaml", ("self_rag.abstain_below=partially_supported",),
             "abstains unless a candidate is at least partially supported"),
-    Variant("self_rag_yes_no_facts", "self_rag.yaml", ("self_rag.facts_first=yes_no",),
-            "a yes/no joint writes the facts it compares, then Answer: yes/no (now self_rag's default)"),
-    Variant("self_rag_facts_first", "self_rag.yaml", ("self_rag.facts_first=all",),
-            "the joint writes the facts it uses, then Answer: ..."),
-    Variant("self_rag_segment_mean", "self_rag_segment.yaml",
-            ("self_rag_segment.critic.relevance=label_and_likelihood",),
-            "segment-level beam search, relevance from the label question and the question likelihood"),
-    Variant("self_rag_segment_last", "self_rag_segment.yaml",
-            ("self_rag_segment.short_answer_passages=last",),
-            "segment-level beam search, the short answer over the best beam's last retrieval, "
-            "its default until 2026-11-28"),
-    Variant("self_rag_segment_long", "self_rag_segment.yaml", ("self_rag_segment.short_answer=false",),
-            "segment-level beam search, the segments themselves as the answer (the paper's long form)"),
-    Variant("self_corrective_k3", "self_corrective.yaml", ("self_corrective.top_k=3",),
-            "reads the top 3 passages, as seed 004 and the shipped config until 2026-11-27"),
-    Variant("self_corrective_p_yes", "self_corrective.yaml",
-            ("self_corrective.judge=label_probs", "self_corrective.judge_threshold=0.27"),
-            "the judge read as P(YES) >= 0.27 (the best cut on the 1.5B model's dev searches, judge_dev.py)"),
     Variant("vanilla_rag_calibrated", "vanilla_rag.yaml", ("vanilla.answer_reading=calibrated",),
             "a choice answer read from label probabilities, the prompt's content-free bias divided out"),
     Variant("self_rag_calibrated", "self_rag.yaml", ("self_rag.answer_reading=calibrated",),
@@ -132,7 +102,6 @@ DATASET_LIST = [
             "question's 10 evidence passages"),
 ]
 DATASETS = {d.name: d for d in DATASET_LIST}
-NO_DOCS = HERE / "data" / "no_docs_questions.jsonl"
 
 
 def say(message: str) -> None:
@@ -206,6 +175,14 @@ def _shown_path(path: Path) -> str:
         return str(path)
 
 
+def repo_path(path: Path) -> str:
+    """``path`` relative to the repository root when it lies under it (as reports and commands name it)."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def runs_root(out: Path, tag: str) -> Path:
     return out / "runs" / "quality" / tag
 
@@ -222,11 +199,7 @@ def command_line(out: Path, tag: str, dataset: Dataset, variant: Variant, n: int
     for o in overrides(dataset, variant, n, shown=True):
         parts += ["--set", o]
     dest = run_dir(out, tag, dataset, variant)
-    try:
-        shown = dest.parent.resolve().relative_to(ROOT)
-    except ValueError:
-        shown = dest.parent
-    parts += ["--output", str(shown), "--run-id", variant.name]
+    parts += ["--output", repo_path(dest.parent), "--run-id", variant.name]
     return shlex.join(parts)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from selfrag.eval.metrics import best_over, f1_score, normalize_answer
 from selfrag.eval.report import GROUNDING_KEYS
+# The lab's only imports from selfrag.methods, kept in this one module.
 from selfrag.methods.answer_shape import malformed
 from selfrag.methods.self_rag import NO_RELEVANT_DOCUMENTS
 
@@ -137,31 +138,6 @@ def auc(pos: Sequence[float], neg: Sequence[float]) -> float | None:
     n_pos, n_neg = len(pos), len(neg)
     u = ranks[:n_pos].sum() - n_pos * (n_pos + 1) / 2
     return float(u / (n_pos * n_neg))
-
-
-def paired_auc_bootstrap(
-    questions: Sequence[Sequence[tuple[float, float, bool]]], *, resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = BOOTSTRAP_SEED, level: float = 0.95,
-) -> dict[str, float] | None:
-    """AUC(a) - AUC(b) of two scores of the same items, and a percentile bootstrap interval
-    resampling whole questions. ``questions``: per question, ``(score a, score b, positive)`` per item."""
-    groups = [list(q) for q in questions if q]
-
-    def delta(picked: Sequence[Sequence[tuple[float, float, bool]]]) -> float | None:
-        items = [item for q in picked for item in q]
-        first = auc([a for a, _, g in items if g], [a for a, _, g in items if not g])
-        second = auc([b for _, b, g in items if g], [b for _, b, g in items if not g])
-        return None if first is None or second is None else first - second
-
-    observed = delta(groups)
-    if observed is None:
-        return None
-    rng = np.random.default_rng(seed)
-    draws = [delta([groups[i] for i in rng.integers(0, len(groups), size=len(groups))]) for _ in range(resamples)]
-    kept = [d for d in draws if d is not None]
-    tail = (1 - level) / 2 * 100
-    lo, hi = np.percentile(kept, [tail, 100 - tail])
-    return {"diff": float(observed), "lo": float(lo), "hi": float(hi), "n": len(groups)}
 
 
 def auc_row(name: str, pos: Sequence[float], neg: Sequence[float], n_questions: int, **extra: Any) -> dict:
