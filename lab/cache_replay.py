@@ -4,7 +4,7 @@ Each scenario runs the real CLI (``selfrag run``, a child process) twice over
 the shipped demo questions, with the SQLite cache on and one cache file, as
 two separate runs (different run ids and output folders), against a fake
 OpenAI-compatible server on 127.0.0.1 that answers every call after a fixed
-delay (``_fake_openai.py``). The server counts the calls it receives. The
+delay (``lab/fake_openai.py``). The server counts the calls it receives. The
 second run must make none, and every question must get the same answer in
 both runs.
 
@@ -13,11 +13,11 @@ Scenarios: ``vanilla_rag`` (1 call per question) and ``self_rag`` with
 fixed answer is not valid critique output, so the critiques fall back to their
 defaults, which is all this check needs).
 
-    python benchmarks/cache_replay.py                   # about 10 s
-    python benchmarks/cache_replay.py --delay 0.2 --concurrency 2
+    python -m lab.cache_replay                   # about 10 s
+    python -m lab.cache_replay --delay 0.2 --concurrency 2
 
 Writes ``cache_replay.md`` and ``cache_replay.json`` into ``--out`` (default
-``benchmarks/results``). Exits 1 with a one-line message when a second run
+``lab/results``). Exits 1 with a one-line message when a second run
 reached the server or changed an answer (the reports are written first).
 """
 
@@ -31,12 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # run as a script: make the sibling helper importable
-    sys.path.insert(0, str(HERE))
-
-from _fake_openai import (  # noqa: E402
-    ROOT,
+from lab.fake_openai import (
     CLIRun,
     FakeOpenAIServer,
     add_common_arguments,
@@ -46,8 +41,10 @@ from _fake_openai import (  # noqa: E402
     shown_command,
 )
 
+HERE = Path(__file__).resolve().parent
 
-class Scenario(NamedTuple):  # not a dataclass: run_all.py loads this file without sys.modules
+
+class Scenario(NamedTuple):
     name: str
     config: str
     overrides: tuple[str, ...] = ()
@@ -230,8 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         scenarios = [run_pair(server, sc, Path(tmp), args.concurrency) for sc in SCENARIOS]
         answer = server.answer
 
-    script = Path(__file__).resolve()
-    regenerate = f"python {script.relative_to(ROOT) if script.is_relative_to(ROOT) else script}"
+    regenerate = "python -m lab.cache_replay"
     result: dict[str, Any] = {
         "environment": env,
         "parameters": {

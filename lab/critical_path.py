@@ -9,7 +9,7 @@ retrieval path. Wall time divided by the delay is then the number of call
 latencies on the critical path; LLM calls per question is what a method would
 wait for if nothing overlapped.
 
-    python benchmarks/critical_path.py [--delay 0.2] [--questions 3]
+    python -m lab.critical_path [--delay 0.2] [--questions 3]
 
 Exits non-zero unless ``self_rag`` needs at most 3 call latencies with
 ``critique: combined`` and at most 2 with ``fused``, for num_candidates 3 and 5.
@@ -26,11 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _env import machine
-from _france import DOCS, QUESTION
+from lab.france import DOCS, QUESTION
+from lab.machine import machine
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 
 # (method, label, config) in report order.
 CASES: list[tuple[str, str, dict[str, Any]]] = [
@@ -116,15 +115,12 @@ def respond(prompt: str, request: Any) -> Any:
 def make_backend(delay: float):
     from selfrag.llm import DelayedBackend, ScriptedBackend
 
-    class Responder(ScriptedBackend):
-        def _next_response(self, request):  # noqa: D401 - overrides the script lookup
-            return respond(request.prompt_text(), request)
-
-    return DelayedBackend(Responder(model="critical-path"), delay)
+    scripted = ScriptedBackend(respond=lambda request: respond(request.prompt_text(), request), model="critical-path")
+    return DelayedBackend(scripted, delay)
 
 
 async def measure_case(method: str, config: dict, delay: float, questions: int) -> dict:
-    from selfrag.methods.registry import create_method
+    from selfrag.methods import create_method
     from selfrag.retrieval.bm25 import BM25Retriever
     from selfrag.types import Document, Question
 
@@ -209,7 +205,7 @@ def report(rows: list[dict], args: argparse.Namespace, problems: list[str]) -> s
         if not problems
         else "**Targets missed**: " + "; ".join(problems)
     )
-    lines += ["", verdict, "", EXPLAIN, "Regenerate: `python benchmarks/critical_path.py` "
+    lines += ["", verdict, "", EXPLAIN, "Regenerate: `python -m lab.critical_path` "
               "(options: `--delay`, `--questions`).", ""]
     return "\n".join(lines)
 
@@ -233,7 +229,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.delay <= 0 or args.questions < 1:
         parser.error("--delay must be > 0 and --questions >= 1")
-    sys.path.insert(0, str(ROOT / "src"))
     rows = asyncio.run(measure(args))
     problems = check(rows)
     args.out.mkdir(parents=True, exist_ok=True)

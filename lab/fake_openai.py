@@ -7,14 +7,14 @@ per connection (keep-alive HTTP/1.1), so delays of concurrent calls overlap.
 The server counts requests and records when each one arrived and finished,
 which gives the peak and mean number of requests in flight.
 
-    from _fake_openai import FakeOpenAIServer
+    from lab.fake_openai import FakeOpenAIServer
 
     with FakeOpenAIServer(delay=0.1) as server:
         spec = server.spec()            # openai:fake-model@http://127.0.0.1:PORT/v1
         ...                             # point selfrag at it
         print(server.stats())           # requests, peak_in_flight, span_s, ...
 
-It is a helper of ``benchmarks/throughput.py`` and ``benchmarks/cache_replay.py``,
+It is a helper of ``lab/throughput.py`` and ``lab/cache_replay.py``,
 not a benchmark itself; it also holds what both need besides the server:
 :func:`run_selfrag` (the real ``selfrag run`` in a child process, timed, with
 its CPU time) and :func:`environment` (date, platform, CPUs, Python, commit).
@@ -36,7 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from _env import machine
+from lab.machine import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL = "fake-model"
@@ -158,14 +158,16 @@ class FakeOpenAIServer:
             out["mean_in_flight"] = busy / span if span > 0 else None
         return out
 
-    def _enter(self) -> float:
+    def enter(self) -> float:
+        """A request arrives (the handler's first step): counted; returns its start time."""
         with self._lock:
             self._count += 1
             self._in_flight += 1
             self._peak = max(self._peak, self._in_flight)
         return time.perf_counter()
 
-    def _leave(self, path: str, start: float) -> None:
+    def leave(self, path: str, start: float) -> None:
+        """A request is answered: no longer in flight, its interval recorded."""
         end = time.perf_counter()
         with self._lock:
             self._in_flight -= 1
@@ -179,7 +181,7 @@ class FakeOpenAIServer:
             "total_tokens": self.prompt_tokens + self.completion_tokens,
         }
 
-    def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
+    def chat_response(self, body: dict[str, Any]) -> dict[str, Any]:
         return {
             "id": f"chatcmpl-fake-{time.monotonic_ns()}",
             "object": "chat.completion",
@@ -196,7 +198,7 @@ class FakeOpenAIServer:
             "usage": self._usage(),
         }
 
-    def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
+    def completion_response(self, body: dict[str, Any]) -> dict[str, Any]:
         return {
             "id": f"cmpl-fake-{time.monotonic_ns()}",
             "object": "text_completion",
@@ -245,15 +247,15 @@ class FakeOpenAIServer:
                 except json.JSONDecodeError:
                     self._send(400, {"error": {"message": "body is not JSON"}})
                     return
-                start = outer._enter()
+                start = outer.enter()
                 try:
                     time.sleep(outer.delay)
                     if path == "/v1/chat/completions":
-                        self._send(200, outer._chat(body))
+                        self._send(200, outer.chat_response(body))
                     else:
-                        self._send(200, outer._completion(body))
+                        self._send(200, outer.completion_response(body))
                 finally:
-                    outer._leave(path, start)
+                    outer.leave(path, start)
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass
@@ -359,6 +361,14 @@ def environment_line(env: dict[str, Any]) -> str:
     )
 
 
+def add_common_arguments(parser: argparse.ArgumentParser, results: Path) -> None:
+    """``--out`` and ``--delay``, the options every fake-server benchmark takes."""
+    parser.add_argument("--out", type=Path, default=results, help="report folder (default: lab/results)")
+    parser.add_argument(
+        "--delay", type=float, default=0.1, help="seconds the fake server takes per call (default 0.1)"
+    )
+
+
 if __name__ == "__main__":  # a manual smoke test: serve until Ctrl-C
     with FakeOpenAIServer() as srv:
         print(f"serving {srv.spec()} (Ctrl-C to stop)")
@@ -367,11 +377,3 @@ if __name__ == "__main__":  # a manual smoke test: serve until Ctrl-C
                 time.sleep(1)
         except KeyboardInterrupt:
             print(srv.stats())
-
-
-def add_common_arguments(parser: argparse.ArgumentParser, results: Path) -> None:
-    """``--out`` and ``--delay``, the options every fake-server benchmark takes."""
-    parser.add_argument("--out", type=Path, default=results, help="report folder (default: benchmarks/results)")
-    parser.add_argument(
-        "--delay", type=float, default=0.1, help="seconds the fake server takes per call (default 0.1)"
-    )

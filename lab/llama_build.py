@@ -2,9 +2,9 @@
 
 Each build lives in its own Python environment; this script runs the same
 measurement in each, one after the other, in a child process, and writes
-benchmarks/results/llama_build.md:
+lab/results/llama_build.md:
 
-    python benchmarks/llama_build.py --build portable=.venv/bin/python \
+    python -m lab.llama_build --build portable=.venv/bin/python \
         --build native=/tmp/native-venv/bin/python [--model PATH]... [--repeats 3]
 
 The measurement uses llama-cpp-python's low-level ``eval`` (no selfrag code):
@@ -23,8 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import machine  # noqa: E402
+from lab.machine import machine
 
 CHILD = r"""
 import json, sys, time
@@ -75,7 +74,7 @@ def features(info: str) -> str:
     return " ".join(x.split(":")[-1].strip() for x in on)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", action="append", required=True, metavar="NAME=PYTHON")
     ap.add_argument("--model", action="append", metavar="GGUF", help="default: the embedded model")
@@ -83,10 +82,9 @@ def main() -> int:
     ap.add_argument("--decode-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "llama_build.md"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     models = args.model
     if not models:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
         from selfrag.llm.llamacpp import default_model_path
 
         models = [str(default_model_path())]
@@ -110,7 +108,7 @@ def main() -> int:
         "Measured {date} on {platform} ({usable_cpus} of {cpu_count} CPUs usable, {cpu}), "
         "Python {python}, commit {commit}.".format(cpu=cpu_model(), **machine()),
         "",
-        "Written by `benchmarks/llama_build.py`: the same llama-cpp-python version built twice, "
+        "Written by `python -m lab.llama_build`: the same llama-cpp-python version built twice, "
         "once by `scripts/setup.sh` (GGML_NATIVE=OFF, instruction sets from /proc/cpuinfo, never AMX) "
         "and once with llama-cpp-python's default `-march=native`. Tokens per second, best of "
         f"{args.repeats} runs (median in the last column): a {args.prompt_tokens}-token prompt "

@@ -1,4 +1,4 @@
-"""What every benchmark report states about where it ran: date, machine, Python, commit."""
+"""What every lab report states about where it ran: date, machine, Python, commit."""
 
 from __future__ import annotations
 

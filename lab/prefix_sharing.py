@@ -5,11 +5,11 @@ with the same instructions and question and puts the passage last, the
 llama.cpp backend keeps the shared prefix in its KV cache and evaluates only
 the rest. This script answers the same questions with ``self_rag`` (critique
 ``combined`` and ``fused``) twice: once with the shipped question-first
-templates and once with passage-first templates (``benchmarks/prompts/
+templates and once with passage-first templates (``lab/prompts/
 passage_first/``, the layout the combined prompt had before), and reports
 prompt tokens sent vs. evaluated per question, with quality alongside.
 
-    python benchmarks/prefix_sharing.py [--n 10] [--modes combined fused]
+    python -m lab.prefix_sharing [--n 10] [--modes combined fused]
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def report(rows: list[dict], args: argparse.Namespace) -> str:
             )
     lines += [
         "",
-        "Regenerate: `python benchmarks/prefix_sharing.py` (options: `--n`, `--modes`).",
+        "Regenerate: `python -m lab.prefix_sharing` (options: `--n`, `--modes`).",
         "",
     ]
     return "\n".join(lines)

@@ -59,7 +59,6 @@ from lab.quality_runs import (
     target_n,
 )
 from lab.quality_stats import compare_to, grounding, read_predictions, summarize_rows
-
 from selfrag.cli.signals import sigterm_stops
 
 HERE = Path(__file__).resolve().parent

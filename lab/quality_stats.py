@@ -18,6 +18,7 @@ import numpy as np
 
 from selfrag.eval.metrics import best_over, f1_score, normalize_answer
 from selfrag.eval.report import GROUNDING_KEYS
+
 # The lab's only imports from selfrag.methods, kept in this one module.
 from selfrag.methods.answer_shape import malformed
 from selfrag.methods.self_rag import NO_RELEVANT_DOCUMENTS

@@ -1,57 +1,47 @@
-"""Regenerate every benchmark report in benchmarks/results/.
+"""Regenerate every report in lab/results/, one entry point after another.
 
-    python benchmarks/run_all.py            # everything (about 1.5 hours: quality runs, dense encoding)
-    python benchmarks/run_all.py --quick    # the fast ones only (critical path, throughput, cache replay)
-    python benchmarks/run_all.py --only critical_path throughput
+    python -m lab.run_all            # everything (about 1.5 hours: quality runs, dense encoding)
+    python -m lab.run_all --quick    # the fast ones only (critical path, throughput, cache replay, serve load)
+    python -m lab.run_all --only critical_path throughput
 
-Scripts run one after another (each one's timings assume the machine is
-otherwise idle). A failing script is reported and the rest still run; the
-exit code is non-zero if any failed.
+Entry points run one after another (each one's timings assume the machine is
+otherwise idle). A failing one is reported and the rest still run; the exit
+code is non-zero if any failed. ``llama_build`` is the one entry point not
+run here: it compares two builds of llama-cpp-python, each installed in a
+Python environment of its own, which it must be given (``--build
+NAME=PYTHON``); see lab/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-# (script, arguments for --quick or None to skip it in --quick mode), in run order.
-SCRIPTS: list[tuple[str, list[str] | None]] = [
+# (entry point, arguments for --quick or None to skip it in --quick mode), in run order.
+ENTRY_POINTS: list[tuple[str, list[str] | None]] = [
     ("critical_path", []),
     ("throughput", []),
     ("cache_replay", []),
+    ("serve_load", []),
     ("retrieval", None),  # a BM25-only run would replace the full report's dense rows
     ("prefix_sharing", None),
     ("quality", None),
 ]
-
-
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", HERE / f"{name}.py")
-    if spec is None or spec.loader is None:
-        raise FileNotFoundError(HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    # Registered before it runs: dataclasses look their module up in sys.modules.
-    sys.modules[spec.name] = module
-    sys.path.insert(0, str(HERE))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(HERE))
-    return module
+NOT_RUN = {"llama_build": "needs two llama-cpp-python builds, each in its own Python environment (--build NAME=PYTHON)"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Regenerate every benchmark report.")
+    parser = argparse.ArgumentParser(description="Regenerate every report of the lab.")
     parser.add_argument("--quick", action="store_true", help="skip the slow model runs")
-    parser.add_argument("--only", nargs="+", choices=[s for s, _ in SCRIPTS], help="run only these")
+    parser.add_argument("--only", nargs="+", choices=[s for s, _ in ENTRY_POINTS], help="run only these")
     args = parser.parse_args(argv)
     failed: list[str] = []
-    for name, quick_args in SCRIPTS:
+    for name, quick_args in ENTRY_POINTS:
         if args.only and name not in args.only:
             continue
         if args.quick and quick_args is None:
@@ -61,15 +51,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {name} {' '.join(script_args)}".rstrip(), flush=True)
         start = time.perf_counter()
         try:
-            code = load(name).main(script_args)
-        except SystemExit as exc:  # argparse or an explicit exit inside the script
+            code = importlib.import_module(f"lab.{name}").main(script_args)
+        except SystemExit as exc:  # argparse or an explicit exit inside the entry point
             code = exc.code if isinstance(exc.code, int) else 1
-        except Exception as exc:  # one script's failure does not stop the others
+        except Exception as exc:  # one entry point's failure does not stop the others
             print(f"   {name} failed: {type(exc).__name__}: {exc}", flush=True)
             code = 1
         print(f"   {name}: exit {code} in {time.perf_counter() - start:.0f} s", flush=True)
         if code:
             failed.append(name)
+    for name, why in NOT_RUN.items():
+        print(f"== {name}: not run here ({why})", flush=True)
     if failed:
         print(f"failed: {', '.join(failed)}")
         return 1

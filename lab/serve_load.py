@@ -17,8 +17,8 @@ call's delay (a queued request would wait for a slot, then for its own call),
 and the backend never seeing more than 8 calls in flight. The script exits 1
 if that does not hold.
 
-    python benchmarks/serve_load.py                 # about 15 seconds
-    python benchmarks/serve_load.py --delay 0.2 --per-worker 10 --concurrency 1 8 32 64
+    python -m lab.serve_load                 # about 15 seconds
+    python -m lab.serve_load --delay 0.2 --per-worker 10 --concurrency 1 8 32 64
 
 Traffic goes to 127.0.0.1 only; the report goes to ``results/serve_load.md``.
 """
@@ -37,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _france import DOCS, QUESTION
+
+from lab.france import DOCS, QUESTION
+from lab.machine import machine
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -91,8 +93,9 @@ class Child:
     def __init__(self, delay: float, max_concurrent: int) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--child", "--delay", str(delay), "--max-concurrent", str(max_concurrent)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+            [sys.executable, "-m", "lab.serve_load", "--child", "--delay", str(delay),
+             "--max-concurrent", str(max_concurrent)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT,
         )
         self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline())}"
         for _ in range(200):
@@ -175,9 +178,6 @@ async def burst(url: str, delay: float) -> dict[str, Any]:
 
 
 def report(levels: list[dict[str, Any]], bound: dict[str, Any], delay: float, passed: bool) -> str:
-    sys.path.insert(0, str(HERE))
-    from _env import machine
-
     lines = [
         "# `selfrag serve` under load",
         "",

@@ -16,7 +16,7 @@ called 99% of passages relevant). Three cheap signals, each in [0, 1]:
 :func:`evidence_prior` is their mean. On HotpotQA dev questions (100-199 and
 300-399, all ten paragraphs per question) it ranked the gold supporting
 paragraphs above the distractors with AUC 0.90 and 0.94, against 0.83 for the
-BM25 score alone (benchmarks/quality.py reports it per run). Passages without
+BM25 score alone (lab/quality.py reports it per run). Passages without
 titles get only the score signal. Titles are compared after the answer
 normalisation (lower case, no punctuation or articles) with any trailing
 parenthetical ("Alien (film)") removed.
