@@ -46,3 +46,18 @@ async def test_save_load_round_trip(tmp_path):
     b = await loaded.retrieve("red planet iron", 3)
     assert [d.id for d in a.documents] == [d.id for d in b.documents]
     assert a.scores == pytest.approx(b.scores)
+
+
+def test_document_text_is_what_the_index_reads():
+    from selfrag.retrieval.bm25 import document_text
+
+    titled = Document(id="1", title="Paris", text="the capital of France")
+    untitled = Document(id="2", title="", text="Lyon is a city on the Rhone")
+    assert document_text(titled) == "Paris\nthe capital of France"
+    assert document_text(untitled) == "Lyon is a city on the Rhone"
+    direct = BM25Retriever([titled, untitled])
+    shared = BM25Retriever()
+    shared.index_tokens([titled, untitled], shared.tokenize([document_text(d) for d in (titled, untitled)]))
+    for query in ("paris", "rhone city", "capital"):
+        assert direct.scores_for_tokens(direct.tokenize([query])[0]).tolist() == (
+            shared.scores_for_tokens(shared.tokenize([query])[0]).tolist())

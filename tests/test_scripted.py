@@ -118,3 +118,23 @@ def test_from_file_errors_name_the_file(tmp_path):
     bad.write_text("[1,\n")
     with pytest.raises(DataError, match="bad.json: line 2"):
         ScriptedBackend.from_file(bad)
+
+
+async def test_a_respond_function_answers_each_call_from_its_request():
+    def respond(request):
+        if request.top_logprobs:
+            return {"text": "yes", "top_logprobs": {"yes": -0.1, "no": -2.4}}
+        return "Paris" if "capital" in request.prompt_text() else {"text": "no idea", "completion_tokens": 2}
+
+    llm = ScriptedBackend(respond=respond)
+    assert (await llm.generate(user("the capital of France?"))).text == "Paris"
+    asked = await llm.generate(user("decide"), top_logprobs=2)
+    assert asked.text == "yes" and asked.logprobs[0].top == {"yes": -0.1, "no": -2.4}
+    other = await llm.generate(user("anything else"))
+    assert (other.text, other.completion_tokens) == ("no idea", 2)
+    assert len(llm.calls) == 3
+    bad = ScriptedBackend(respond=lambda request: 42)
+    with pytest.raises(ConfigError, match="from respond"):
+        await bad.generate(user("q"))
+    with pytest.raises(ConfigError, match="either a script or a respond function"):
+        ScriptedBackend(["x"], respond=respond)

@@ -8,10 +8,7 @@ threshold, and every fallback to the written verdict.
 
 from __future__ import annotations
 
-import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,11 +17,6 @@ from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.types import Document
 from tests.conftest import KeyedRetriever
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-import judge_dev  # noqa: E402
-import quality_runs  # noqa: E402
 
 QUESTION = "When was Pluto reclassified as a dwarf planet?"
 DOCS = {
@@ -118,50 +110,6 @@ async def test_the_default_judge_reads_the_written_verdict_and_asks_for_no_proba
 def test_bad_judge_settings_are_named(config, word):
     with pytest.raises(ConfigError, match=word):
         create_method("self_corrective", ScriptedBackend([]), KeyedRetriever(DOCS, TABLE), {"self_corrective": config})
-
-
-def test_the_dev_threshold_is_the_best_cut_between_sufficient_and_insufficient_searches():
-    # Sufficient 0.9, 0.6, 0.3; insufficient 0.5, 0.2, 0.1. Cut 0.3: 3/3 - 1/3 = 0.667, found first
-    # in ascending order; cut 0.6 ties it (2/3 - 0) and a tie does not replace it; cut 0.5: 2/3 - 1/3.
-    assert judge_dev.best_threshold([0.9, 0.6, 0.3], [0.5, 0.2, 0.1]) == (0.3, pytest.approx(2 / 3))
-    assert judge_dev.best_threshold([0.9], []) is None
-    rows = [{"id": i, "suffices": s, "p_yes": p, "label_mass": 0.9, "written": "NO", **extra}
-            for i, s, p, extra in [("a", True, 0.9, {}), ("b", True, 0.6, {"search": "top5"}),
-                                   ("a", False, 0.5, {"search": "no_gold"}), ("b", False, 0.1, {"search": "no_gold"})]]
-    out = judge_dev.summary(rows, [0.55])
-    assert out["questions"] == 2 and out["searches"] == {"top5": 2, "no_gold": 2}  # a line without "search" is top5
-    assert out["P(YES) AUC, sufficient vs not"] == 1.0
-    assert out["P(YES) AUC, sufficient vs not, top5 searches only"] is None  # no insufficient top5 search
-    assert out["written verdict"] == {"accepts sufficient": "0 of 2", "accepts insufficient": "0 of 2"}
-    assert out["best threshold (Youden)"]["threshold"] == 0.6
-    assert out["threshold 0.55"] == {"accepts sufficient": "2 of 2", "accepts insufficient": "0 of 2"}
-
-
-@pytest.mark.skipif(not quality_runs.DATASETS["hotpotqa"].path.is_file(), reason="benchmark data not found")
-def test_the_dev_judge_run_judges_two_searches_per_question_and_resumes(tmp_path, monkeypatch, capsys):
-    script = tmp_path / "replies.json"
-    script.write_text(json.dumps({"Can the documents above": {"text": "NO, a fact is missing.",
-                                                              "top_logprobs": {"NO": -0.2, "YES": -1.8}}}))
-    monkeypatch.setattr(judge_dev, "out_path", lambda tag, skip, label="": tmp_path / f"judge_{label}{skip}.jsonl")
-    lines = quality_runs.DATASETS["hotpotqa"].path.read_text().splitlines()[400:402]
-    first = json.loads(lines[0])
-    # A line written before no_gold searches existed counts as that question's top5 search.
-    (tmp_path / "judge_400.jsonl").write_text(json.dumps({"id": first["id"], "suffices": True, "p_yes": 0.1,
-                                                          "label_mass": 1.0, "written": "NO"}) + "\n")
-    assert judge_dev.main(["--llm", f"scripted:{script}", "--skip", "400", "--n", "2"]) == 0
-    rows = [json.loads(line) for line in (tmp_path / "judge_400.jsonl").read_text().splitlines()]
-    assert [(r["id"], r.get("search")) for r in rows[1:]] == [
-        (first["id"], "no_gold"), (json.loads(lines[1])["id"], "top5"), (json.loads(lines[1])["id"], "no_gold")]
-    new = rows[1:]
-    assert all(r["written"] == "NO" for r in new)
-    assert all(r["p_yes"] == pytest.approx(math.exp(-1.8) / (math.exp(-1.8) + math.exp(-0.2))) for r in new)
-    assert all(r["shown"] == 5 and 0 <= r["gold_found"] <= r["gold"] for r in new)
-    assert all(r["gold_found"] == 0 and not r["suffices"] for r in new if r["search"] == "no_gold")
-    assert judge_dev.main(["--llm", f"scripted:{script}", "--skip", "400", "--n", "2"]) == 0  # resumes: nothing new
-    assert len((tmp_path / "judge_400.jsonl").read_text().splitlines()) == 4
-    assert '"questions": 2' in capsys.readouterr().out
-    assert judge_dev.main(["--llm", f"scripted:{script}", "--skip", "400", "--n", "1", "--label", "v"]) == 0
-    assert len((tmp_path / "judge_v400.jsonl").read_text().splitlines()) == 2  # a variant's lines apart
 
 
 async def test_the_judge_step_says_what_it_asks_with_and_without_an_iteration_prefix():

@@ -3,7 +3,7 @@
 ``DelayedBackend(inner, delay)`` behaves exactly like ``inner`` but each call
 first waits ``delay`` seconds, the way a remote API's round trip would. Wrapped
 around the scripted backend it turns wall time into a count of the LLM
-round trips on a method's critical path (``benchmarks/critical_path.py``).
+round trips on a method's critical path (``lab/critical_path.py``).
 
 It also records how calls overlap, without reference to the clock: the number
 of calls, the most that were in flight at once, and an ordered log of every

@@ -1,12 +1,14 @@
 """A deterministic test double that replays scripted responses.
 
-Two modes:
+Three modes:
 
 * **list** — responses are returned in call order.
 * **dict** — each call is answered with the value of the first key (in the
   script's order) that occurs in the prompt text. A single value answers every
   matching call; a list of values is consumed one item per matching call. Use
   this mode when calls run concurrently, so answers do not depend on scheduling.
+* **function** — ``respond(request)`` returns each call's response, for a
+  model whose answer depends on more than a key (the request's options, say).
 
 A response is a string, or an object with ``text`` and optionally
 ``top_logprobs`` (one ``{token: logprob}`` object for the first position, or a
@@ -32,7 +34,7 @@ import hashlib
 import json
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +88,12 @@ class ScriptedBackend(BaseBackend):
         supports_logprobs: bool = True,
         supports_json: bool = True,
         name: str = "",
+        respond: Callable[[LLMRequest], Any] | None = None,
     ) -> None:
         super().__init__(model)
+        if respond is not None and script is not None:
+            raise ConfigError("give a scripted backend either a script or a respond function, not both")
+        self._respond = respond
         self.supports_logprobs = supports_logprobs
         self.supports_json = supports_json
         self._name = name or model
@@ -145,6 +151,8 @@ class ScriptedBackend(BaseBackend):
         return len(self._queue)
 
     def _next_response(self, request: LLMRequest) -> Any:
+        if self._respond is not None:
+            return _check_response(self._respond(request), f"#{len(self.calls)} from respond()")
         text = request.prompt_text()
         excerpt = " ".join(text.split())[:120]
         if self._keyed is None:

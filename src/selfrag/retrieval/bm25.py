@@ -112,7 +112,7 @@ class BM25Retriever:
         docs = list(documents)
         if not docs:
             raise DataError("cannot build a BM25 index over zero documents; give at least one")
-        split = [_WORDS(_doc_text(d).lower()) for d in docs]
+        split = [_WORDS(document_text(d).lower()) for d in docs]
         # Stop-word removal and stemming run once per distinct word, not once per token.
         self._build(docs, split, self._word_terms)
 
@@ -303,7 +303,8 @@ def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
     return candidates[np.argsort(-scores[candidates], kind="stable")]
 
 
-def _doc_text(doc: Document) -> str:
+def document_text(doc: Document) -> str:
+    """The text BM25 indexes for a document: its title, a newline and its text (the text alone if untitled)."""
     return f"{doc.title}\n{doc.text}" if doc.title else doc.text
 
 
