@@ -70,7 +70,7 @@ async def test_no_answer_prompt_asks_a_yes_no_question_for_a_name_or_phrase(meth
 
 async def test_free_text_prompts_are_unchanged(france_retriever):
     llm = ScriptedBackend.from_file(SCRIPT)
-    await create_method("self_rag", llm, france_retriever, {"self_rag": {"critique": "combined"}}).answer(FREE)
+    await create_method("self_rag", llm, france_retriever, {"self_rag": {"critique": "combined", "passage_candidates": "always"}}).answer(FREE)
     candidate = next(p for p in prompts(llm) if "[IsRel]" in p)
     assert "First write a short answer (a name, number, date or phrase). Then add two lines:" in candidate
 

@@ -257,7 +257,8 @@ async def test_resume_refuses_a_default_changed_since_the_run_started(tmp_path):
     # The stored config.yaml holds the method section as written, so a changed code default passed
     # unseen (self_rag_critic's relevance reading did). The summary records every method setting.
     data, llm, first, summary = await one_answered(tmp_path, n=3)
-    assert summary["method_settings"] == {"top_k": 1, "max_context_tokens": 2000, "answer_reading": "text"}
+    assert summary["method_settings"] == {"top_k": 1, "max_context_tokens": 2000, "answer_reading": "text",
+                                          "confidence": "sequence"}
     # As if the run had been written when the default was 1500.
     summary["method_settings"]["max_context_tokens"] = 1500
     (first.run_dir / "summary.json").write_text(json.dumps(summary))

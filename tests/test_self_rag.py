@@ -45,8 +45,10 @@ def keyed(decision, passages=None, utilities=None, direct=None) -> ScriptedBacke
 
 
 def self_rag(llm, retriever, **config) -> SelfRAG:
-    # Seed 000's pipeline and call budget (1 + 2n): one candidate per passage, no joint candidate.
+    # Seed 000's pipeline and call budget (1 + 2n): one candidate per passage, no joint candidate,
+    # no confidence reading after the selection.
     config.setdefault("joint_candidate", False)
+    config.setdefault("confidence", "off")
     return SelfRAG(llm, retriever, config)
 
 
@@ -484,6 +486,7 @@ async def answer_with_model(embedded_llm, critique: str, retrieval_mode: str):
                 "max_context_tokens": 200,
                 "retrieval_mode": retrieval_mode,
                 "joint_candidate": False,  # one candidate per passage: the budget below
+                "confidence": "off",
             }
         },
         max_tokens=32,

@@ -89,11 +89,14 @@ def test_config_schema_lists_keys_and_defaults():
         "facts_first": "yes_no",
         "answer_reading": "text",
         "selection": "joint_first",
-        "passage_candidates": "always",
+        "passage_candidates": "fallback",
         "retrieve_own_evidence": True,
         "abstain_below": None,
         "abstain_min_relevance": None,
         "abstain_unconfirmed": False,
+        "abstain_below_confidence": None,
+        "confidence": "reflection",
+        "confidence_model": None,
     }
     assert not any(required for _, required, _ in schema.values())
 
@@ -134,3 +137,14 @@ def test_set_overrides_reach_the_method():
     assert section == {"critique": "separate", "top_k": 4}
     with pytest.raises(ConfigError, match="self_rag.num_candidatez"):
         load_config(None, ["architecture.name=self_rag", "self_rag.num_candidatez=2"])
+
+
+@pytest.mark.parametrize("key", ["confidence", "facts_first"])
+def test_a_bare_yaml_off_means_off(key, tmp_path):
+    """YAML 1.1 reads an unquoted ``off`` as False; a setting whose modes include off takes it back."""
+    from selfrag.config import load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text(f"architecture:\n  name: self_rag\nself_rag:\n  {key}: off\n", encoding="utf-8")
+    section = load_config(path).method_section("self_rag")
+    assert SelfRAG(ScriptedBackend([]), None, section).config.model_dump(mode="json")[key] == "off"

@@ -33,7 +33,9 @@ def verdict(answer, relevance="relevant", support="fully_supported", utility=5) 
 
 
 def fused(llm, retriever, **config):
-    return create_method("self_rag", llm, retriever, {"self_rag": {"joint_candidate": False, "critique": "fused", **config}})
+    # One candidate per passage, no confidence reading: the fused mode's own budget of 1 + n calls.
+    return create_method("self_rag", llm, retriever, {"self_rag": {"joint_candidate": False, "critique": "fused",
+                                                                  "confidence": "off", **config}})
 
 
 def json_script(**extra) -> dict:

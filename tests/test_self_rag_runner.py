@@ -111,7 +111,7 @@ def write_script(tmp_path: Path) -> Path:
 
 def config(tmp_path: Path, *extra: str):
     return load_config(overrides=[
-        "architecture.name=self_rag", "self_rag.critique=combined", "self_rag.joint_candidate=false", "self_rag.retrieve_own_evidence=false",
+        "architecture.name=self_rag", "self_rag.critique=combined", "self_rag.joint_candidate=false", "self_rag.retrieve_own_evidence=false", "self_rag.confidence=off",
         "data.dataset=jsonl", f"data.path={write_dataset(tmp_path)}",
         f"llm.spec=scripted:{write_script(tmp_path)}",
         f"experiment.output_dir={tmp_path / 'results'}", f"cache.path={tmp_path / 'cache.db'}",

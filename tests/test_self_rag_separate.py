@@ -50,7 +50,8 @@ def scripted(decision=True, docs=None, utilities=None, direct=None, **kwargs) ->
 
 def separate(llm, retriever, **config):
     return create_method(
-        "self_rag", llm, retriever, {"self_rag": {"joint_candidate": False, "critique": "separate", **config}}
+        "self_rag", llm, retriever,
+        {"self_rag": {"joint_candidate": False, "critique": "separate", "confidence": "off", **config}},
     )
 
 
@@ -169,11 +170,11 @@ async def test_a_filter_that_rejects_the_questions_own_passages_is_overruled():
     when the question supplied its passages, the joint candidate reads them, ranked by lexical
     evidence, instead of the answer being written without context."""
     llm = ScriptedBackend([IRREL, IRREL, IRREL, "Paris", sup("partially_supported"), use(4)])
-    method = create_method("self_rag", llm, None, {"self_rag": {"critique": "separate"}})
+    method = create_method("self_rag", llm, None, {"self_rag": {"critique": "separate", "confidence": "off"}})
     response = await method.answer(OWN)
 
     assert response.answer == "Paris" and response.retrieval_needed is True
-    assert response.num_llm_calls == 3 + 3  # three verdicts, then the joint's answer, support, utility
+    assert response.num_llm_calls == 3 + 1  # three verdicts, then the joint's answer (its verdicts change nothing)
     actions = [s.action for s in response.reasoning_chain]
     assert actions.index("no_relevant_documents") < actions.index("rank_evidence") < actions.index("generate")
     assert "reads them anyway" in response.reasoning_chain[actions.index("no_relevant_documents")].observation
@@ -194,10 +195,10 @@ async def test_a_verdict_the_judge_did_not_give_counts_as_not_judged():
     nobody judged (the mean of the verdicts given), and gets no one-passage candidate."""
     llm = ScriptedBackend([REL, "B", IRREL, "Paris", "Paris", sup("fully_supported"), use(4),
                            sup("fully_supported"), use(4)])
-    method = create_method("self_rag", llm, None, {"self_rag": {"critique": "separate"}})
+    method = create_method("self_rag", llm, None, {"self_rag": {"critique": "separate", "confidence": "off"}})
     response = await method.answer(OWN)
     assert response.answer == "Paris"
-    assert response.num_llm_calls == 3 + 3 + 3  # three verdicts, one candidate, the joint
+    assert response.num_llm_calls == 3 + 3 + 1  # three verdicts, one candidate, the joint
     steps = [s for s in response.reasoning_chain if s.action == "evaluate_relevance"]
     assert "ranked for the joint as not judged" in steps[1].observation
     assert "ranked for the joint" not in steps[2].observation  # a real "irrelevant" stays one
@@ -215,8 +216,8 @@ async def test_with_no_usable_verdict_the_joint_reads_the_passages_over_an_open_
     llm = ScriptedBackend([json.dumps({"needs_retrieval": True}), "B", "B", "B", "Paris",
                            sup("partially_supported"), use(4)])
     response = await create_method("self_rag", llm, france_retriever,
-                                   {"self_rag": {"critique": "separate"}}).answer(QUESTION)
-    assert response.answer == "Paris" and response.num_llm_calls == 1 + 3 + 3
+                                   {"self_rag": {"critique": "separate", "confidence": "off"}}).answer(QUESTION)
+    assert response.answer == "Paris" and response.num_llm_calls == 1 + 3 + 1
     actions = [s.action for s in response.reasoning_chain]
     assert "no_relevant_documents" not in actions and "direct_answer" not in actions
     assert all(doc in llm.calls[4].prompt_text() for doc in (DOC_A, DOC_B, DOC_C))
@@ -473,16 +474,17 @@ async def test_the_joint_is_written_beside_the_candidates_once_the_verdicts_are_
     Before, it was written after every candidate's support and utility: 6 call latencies, now 4.
     """
     llm = delayed_all_relevant(4)
-    method = create_method("self_rag", llm, france_retriever, {"self_rag": {"critique": "separate"}})
+    method = create_method("self_rag", llm, france_retriever,
+                           {"self_rag": {"critique": "separate", "confidence": "off"}})
     response = await method.answer(QUESTION)
     assert response.answer == "Paris" and response.details["all_candidates"][0]["joint"] is True
-    # 1 decision + 3 verdicts + 3 kept passages x (answer, support, utility) + the joint's 3
-    assert llm.calls == response.num_llm_calls == 1 + 3 + 3 * 3 + 3
+    # 1 decision + 3 verdicts + 3 kept passages x (answer, support, utility) + the joint's answer
+    assert llm.calls == response.num_llm_calls == 1 + 3 + 3 * 3 + 1
     assert kinds_by_wave(llm) == {
         1: ["decision"],
         2: ["relevance"] * 3,
         3: ["generate"] * 3 + ["joint generate"],
-        4: ["joint support"] + ["support"] * 3 + ["utility"] * 4,
+        4: ["support"] * 3 + ["utility"] * 3,  # the joint's own verdicts would change nothing
     }
     # The joint's passages were ranked by the verdicts fused with lexical evidence.
     ranked = next(s for s in response.reasoning_chain if s.action == "rank_evidence")

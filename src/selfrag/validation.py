@@ -64,3 +64,8 @@ def parse_model(model: type[M], data: Mapping[str, Any] | M | None, prefix: str 
         return model.model_validate(dict(data))
     except ValidationError as exc:
         raise ConfigError(describe_error(exc, prefix, source)) from None
+
+
+def off_when_false(value: Any) -> Any:
+    """YAML reads a bare ``off`` as False: a setting whose modes include ``off`` takes it back."""
+    return "off" if value is False else value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
+from ..methods.steps.confidence import LOW, LOW_CONFIDENCE_NOTE
 from ..types import RAGResponse, ReasoningStep
 
 
@@ -49,12 +50,21 @@ def _one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def confidence_line(value: float) -> str:
+    """How sure the answer is, in words: a low value says so plainly."""
+    if value < LOW:
+        return f"({LOW_CONFIDENCE_NOTE}; confidence {value:.2f})"
+    return f"(confidence {value:.2f})"
+
+
 def print_response(response: RAGResponse, out: TextIO, *, trace: bool = False) -> None:
     cited = response.citations
     markers = "".join(f"[{i}]" for i in range(1, len(cited) + 1))
     print(f"{response.answer} {markers}" if markers else response.answer, file=out)
     if response.abstained and response.details.get("abstain_reason"):
         print(f"(abstained: {response.details['abstain_reason']})", file=out)
+    if response.confidence is not None and not response.abstained:
+        print(confidence_line(response.confidence), file=out)
     print(file=out)
     if cited:
         print("Cited:", file=out)

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from ...reflection import score as S
 from ...reflection.readings import Draft
 from ...types import ArchitectureType, Document, Question
+from ...validation import off_when_false
 from ..core.answer_shape import malformed
 from ..core.base import Method, MethodConfig, Outcome
 from ..core.registry import register
@@ -72,7 +74,7 @@ class SelfRagSegmentConfig(MethodConfig):
     # Over the passages, a yes/no question's answer is written after the facts it rests on, as
     # self_rag's joint candidate does ("yes_no", facts_first.py); "all" does so for every
     # question, "off" never.
-    facts_first: FactsFirst = FactsFirst.YES_NO
+    facts_first: Annotated[FactsFirst, BeforeValidator(off_when_false)] = FactsFirst.YES_NO
     max_context_tokens: int = Field(2000, ge=16)
     critic: CriticConfig = Field(default_factory=CriticConfig)
     adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from ...types import ArchitectureType, Question
+from ...validation import off_when_false
 from ..core.base import Method, MethodConfig, Outcome
 from ..core.context import answer_over
 from ..core.registry import register
 from ..core.text import clean_answer
 from ..core.trace import Run
 from ..steps.choice_reading import AnswerReading, read_over_passages, reader_for
-from ..steps.confidence import ConfidenceReading, read_confidence
+from ..steps.confidence import ConfidenceReading, mean_logprob, read_confidence
 
 
 class VanillaConfig(MethodConfig):
@@ -26,7 +27,7 @@ class VanillaConfig(MethodConfig):
     answer_reading: AnswerReading = AnswerReading.TEXT
     # How sure the answer is (steps/confidence.py): sequence, the answer's own probability, read
     # from the answer call at no cost; p_true one short call more; reflection the fitted combination.
-    confidence: ConfidenceReading = ConfidenceReading.SEQUENCE
+    confidence: Annotated[ConfidenceReading, BeforeValidator(off_when_false)] = ConfidenceReading.SEQUENCE
 
 
 @register
@@ -55,7 +56,7 @@ class VanillaRAG(Method):
         )
         step.thought = f"Answer from {len(used)} passages."
         answer = clean_answer(step.text)
-        sure = await read_confidence(run, reading, question, answer, step=step, context=context, docs=used,
+        sure = await read_confidence(run, reading, question, answer, seq=mean_logprob(step), context=context, docs=used,
                                      priors=list(result.scores[: len(used)]) if result.method.endswith("+evidence")
                                      else None)
         # The prompt asks for no citation markers, so the answer cites what the model was shown.

@@ -122,14 +122,14 @@ async def lift(run: Run, question: Question, context: str, answer: str) -> float
 
 
 async def read_confidence(
-    run: Run, reading: ConfidenceReading, question: Question, answer: str, *, step: StepRecord | None,
+    run: Run, reading: ConfidenceReading, question: Question, answer: str, *, seq: float | None,
     context: str, docs: Sequence[Document], priors: Sequence[float] | None = None,
     model: ConfidenceModel | None = None,
 ) -> Confidence:
-    """The confidence of ``answer``, written by ``step`` over ``context`` (``docs``, with their evidence
-    ``priors``); the signals a reading needs are read, the others left unknown."""
+    """The confidence of ``answer``, written over ``context`` (``docs``, with their evidence ``priors``)
+    by a reply whose mean token log-probability is ``seq``; the signals a reading needs are read, the
+    others left unknown."""
     reading = ConfidenceReading(reading)
-    seq = mean_logprob(step)
     signals = Signals(seq=seq)
     value: float | None = None
     if reading is ConfidenceReading.SEQUENCE:

@@ -18,8 +18,12 @@ chose, and ``self_rag_segment`` its short answer over the best beam's passages
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
+
+from pydantic import BeforeValidator
 
 from ...types import Document, Question
+from ...validation import off_when_false
 from ..core.base import MethodConfig
 from ..core.context import answer_over
 from ..core.text import clean_answer
@@ -41,7 +45,7 @@ class JointAnswerConfig(MethodConfig):
     log-probabilities, else the text is read).
     """
 
-    facts_first: FactsFirst = FactsFirst.YES_NO
+    facts_first: Annotated[FactsFirst, BeforeValidator(off_when_false)] = FactsFirst.YES_NO
     answer_reading: AnswerReading = AnswerReading.TEXT
 
 

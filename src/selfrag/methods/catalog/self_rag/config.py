@@ -5,10 +5,12 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
+from ....validation import off_when_false
+from ...steps.confidence import ConfidenceReading
 from ...steps.decision import DEFAULT_THRESHOLD, RetrievalMode
-from ...steps.joint_first import JointFirstConfig, PassageCandidates
+from ...steps.joint_first import JointFirstConfig
 
 
 class JointRanking(StrEnum):
@@ -41,12 +43,11 @@ class SelfRAGConfig(JointFirstConfig):
     # Which passages the joint candidate reads (JointRanking).
     joint_ranking: JointRanking = JointRanking.AUTO
     # joint_candidate, joint_passages, selection, passage_candidates (JointFirstConfig,
-    # steps/joint_first.py): the joint candidate and how the answer is chosen. facts_first and
+    # steps/joint_first.py): the joint candidate and how the answer is chosen; by default the
+    # one-passage candidates are written only when the joint has no usable answer (always: seed
+    # 000's pipeline; without the joint, with selection: critique, with joint_ranking fused or with
+    # an abstention rule that reads their verdicts, they always are). facts_first and
     # answer_reading (JointAnswerConfig): how the joint's answer is written and read.
-    # The one-passage candidates are written beside the joint for every question (seed 000's
-    # pipeline); without the joint, with selection: critique, with joint_ranking fused (the joint
-    # waits for their verdicts) or with abstention on, they always are.
-    passage_candidates: PassageCandidates = PassageCandidates.ALWAYS
     # adaptive, and the question came with its own documents (a dataset's contexts):
     # retrieve without asking, since whoever asked supplied the evidence.
     retrieve_own_evidence: bool = True
@@ -57,5 +58,13 @@ class SelfRAGConfig(JointFirstConfig):
     # steps/evidence.py) reaches this (checked once the one-passage verdicts are in).
     abstain_min_relevance: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
     # ... or when no other usable candidate (written from other passages) gives the same answer
-    # as the selected one (steps/abstention.py: token F1 >= 0.5).
+    # as the selected one (steps/abstention.py: token F1 >= 0.5) ...
     abstain_unconfirmed: bool = False
+    # ... or when the answer's confidence is below this.
+    abstain_below_confidence: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    # How sure the answer is (steps/confidence.py): reflection reads the answer's probability,
+    # P(True), how much the passages raise the answer's likelihood, how much of it they contain and
+    # their evidence, combined by a model fitted on development questions (confidence_model: a JSON
+    # file `selfrag confidence fit` wrote; None: the packaged fit).
+    confidence: Annotated[ConfidenceReading, BeforeValidator(off_when_false)] = ConfidenceReading.REFLECTION
+    confidence_model: str | None = None

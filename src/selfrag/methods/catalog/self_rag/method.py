@@ -1,7 +1,7 @@
 """Self-RAG with a prompted model: decide, retrieve, critique candidates, pick the best.
 
 The critique mode (config ``self_rag.critique``) is a strategy from
-:mod:`.self_rag_modes`: ``combined`` (default; seed 000: one call answers and
+:mod:`.modes`: ``combined`` (default; seed 000: one call answers and
 judges, one rates), ``fused`` (one call does all three) or ``separate``
 (seed 003: one JSON verdict per step, irrelevant passages dropped first).
 
@@ -9,7 +9,7 @@ Around the mode, the pipeline is the same:
 
 1. **Decide.** ``retrieval_mode: adaptive`` asks the model once; on a
    backend with log-probabilities the decision is ``P(yes) >= retrieval_threshold``
-   (:mod:`.self_rag_decision`), otherwise the written yes/no. ``always`` /
+   (:mod:`...steps.decision`), otherwise the written yes/no. ``always`` /
    ``never`` skip the call.
 2. **One candidate per passage** for the first ``num_candidates`` passages
    (``separate``: those of them judged relevant). Chains of different
@@ -17,7 +17,7 @@ Around the mode, the pipeline is the same:
 3. **The joint candidate** (``joint_candidate: true``, the default): one more
    candidate written over the ``joint_passages`` best passages, so a question
    that needs two passages can be answered; it is listed first, so it wins
-   ties. ``joint_ranking`` (:mod:`.self_rag_evidence`): ``combined`` and
+   ties. ``joint_ranking`` (:mod:`...steps.evidence`): ``combined`` and
    ``fused`` rank by lexical evidence alone and write the joint alongside the
    one-passage chains; ``separate`` waits for its relevance verdicts, ranks
    by them fused with that evidence, and writes the joint alongside the kept
@@ -28,7 +28,11 @@ Around the mode, the pipeline is the same:
 5. **Select** (``selection``): ``joint_first`` (default) takes the joint
    candidate whenever it has a usable answer and falls back to the mode's
    rule over the one-passage candidates; ``critique`` applies the mode's
-   rule to every candidate (seed 000).
+   rule to every candidate (seed 000). The joint's own support and utility
+   verdicts are asked only where they can change the answer (``selection:
+   critique``, ``abstain_below``).
+6. **Confidence** (``confidence``, :mod:`...steps.confidence`): how sure the
+   selected answer is, from the reflection signals read after it.
 
 Abstention (off by default, as in the seeds): ``abstain_min_relevance`` answers
 "insufficient evidence" when no passage's fused relevance reaches it (checked
@@ -36,10 +40,14 @@ once the verdicts are in; when the joint is ranked by the prior it has already
 been written by then, and its calls are spent);
 ``abstain_below`` when no usable candidate's support verdict reaches that level;
 ``abstain_unconfirmed`` when no other usable candidate gives the selected
-answer (:mod:`.abstention`).
+answer (:mod:`...steps.abstention`); ``abstain_below_confidence`` when the
+answer's confidence is below it.
 
-Budgets (``combined``, n candidates, joint on): ``1 + 2(n + 1)`` calls with
-retrieval, 2 without; ``joint_candidate: false`` gives seed 000's ``1 + 2n``.
+Budgets (``combined``, n candidates, joint on, one-passage candidates on
+demand): one decision call (none when the question brings its own
+passages), the joint, and the confidence's calls; ``passage_candidates:
+always`` adds ``2n``; ``joint_candidate: false`` gives seed 000's ``1 + 2n``
+(plus the confidence's calls).
 """
 
 from __future__ import annotations
@@ -47,18 +55,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ....llm.base import chat
-from ....prompts import load_prompt, render
-from ....reflection.parse import RELEVANT
+from ....reflection.confidence import ConfidenceModel
 from ....reflection.select import support_rank
+from ....retrieval.links import evidence_prior
 from ....types import ArchitectureType, Candidate, Document, Question
-from ...core.answer_format import answer_system
 from ...core.answer_shape import keep_answers, malformed
 from ...core.base import Method, Outcome
-from ...core.concurrency import gather_in_order
-from ...core.context import answer_over
+from ...core.context import build_context
 from ...core.registry import register
-from ...core.text import clean_answer
 from ...core.trace import Run
 from ...steps.abstention import (
     ABSTAIN_ANSWER,
@@ -68,13 +72,15 @@ from ...steps.abstention import (
 )
 from ...steps.candidates import candidate_row, cited_passages, note_selection
 from ...steps.choice_reading import reader_for
-from ...steps.decision import Calibration, RetrievalMode, decide_retrieval, decision_template
-from ...steps.evidence import Passages, Ranked, best_fused, rank_evidence, verdicts
-from ...steps.joint_first import Selection, fallback_candidates, selection_order
+from ...steps.confidence import Confidence, ConfidenceReading, read_confidence
+from ...steps.decision import Calibration, decision_template
+from ...steps.evidence import best_fused, rank_evidence, verdicts
+from ...steps.joint_first import Selection, selection_order
+from .answers import decide, details, direct_answer, over_all
+from .chains import CandidateWriter
 from .config import JointRanking, SelfRAGConfig
 from .modes import MODES
 
-NO_ANSWER = "No answer."
 # The trace action of an answer written when no retrieved passage was judged relevant.
 NO_RELEVANT_DOCUMENTS = "no_relevant_documents"
 
@@ -83,8 +89,8 @@ NO_RELEVANT_DOCUMENTS = "no_relevant_documents"
 class SelfRAG(Method):
     name = "self_rag"
     description = (
-        "Decide retrieval, critique one candidate per passage plus one over all relevant passages "
-        "(relevance, support, utility), pick the best; critique: combined, fused or separate."
+        "Decide retrieval, answer over the passages with the best evidence, critique and fall back to "
+        "one candidate per passage, read how sure the answer is; critique: combined, fused or separate."
     )
     type = ArchitectureType.AGENTIC
     config_section = "self_rag"
@@ -92,36 +98,43 @@ class SelfRAG(Method):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.decision_prompt = decision_template(self.config.prompt_path)
+        cfg: SelfRAGConfig = self.config
+        self.decision_prompt = decision_template(cfg.prompt_path)
         self.calibration = Calibration()
-        short = min(self.config.critic_max_tokens, int(self.llm_params["max_tokens"]))
-        self.mode = MODES[self.config.critique](
-            self.llm, self.config.max_context_tokens, short, facts_first=self.config.facts_first,
-            reader=reader_for(self.config.answer_reading))
+        short = min(cfg.critic_max_tokens, int(self.llm_params["max_tokens"]))
+        self.mode = MODES[cfg.critique](
+            self.llm, cfg.max_context_tokens, short, facts_first=cfg.facts_first,
+            reader=reader_for(cfg.answer_reading))
+        self.writer = CandidateWriter(
+            self.mode, cfg, judge_joint=cfg.selection == Selection.CRITIQUE or cfg.abstain_below is not None,
+            on_demand=cfg.candidates_on_demand(blocked=self._abstains_on_verdicts))
+        reflection = ConfidenceReading(cfg.confidence) is ConfidenceReading.REFLECTION
+        self.confidence_model = ConfidenceModel.load(cfg.confidence_model) if reflection else None
 
     async def _answer(self, question: Question, run: Run) -> Outcome:
-        if not await self._decide(question, run):
-            answer = await self._direct_answer(question, run, "No retrieval needed; answer directly.")
-            return Outcome(answer=answer, details=self._details(False, 0, [], None))
+        cfg: SelfRAGConfig = self.config
+        if not await decide(cfg, self.mode, self.decision_prompt, self.calibration, question, run):
+            answer = await direct_answer(question, run, "No retrieval needed; answer directly.")
+            return Outcome(answer=answer, details=details(cfg, False, 0, [], None))
 
-        result = await run.retrieve(question.text, self.config.top_k, thought="Retrieve passages for the question.")
+        result = await run.retrieve(question.text, cfg.top_k, thought="Retrieve passages for the question.")
         docs = list(result.documents)
-        judged = docs[: self.config.num_candidates]
-        wants_joint = self.config.joint_candidate and len(docs) >= 2
-        early = rank_evidence(run, question.text, docs, result.scores, None, self.config.joint_passages) \
+        judged = docs[: cfg.num_candidates]
+        wants_joint = cfg.joint_candidate and len(docs) >= 2
+        early = rank_evidence(run, question.text, docs, result.scores, None, cfg.joint_passages) \
             if wants_joint and self._ranks_by_prior else None
         forks = [run.fork() for _ in judged]
         joint_run = run.fork()
         if self.mode.filters_first:
-            chains, joint, model = await self._filter_then_answer(question, docs, judged, result.scores, forks,
-                                                                  joint_run, wants_joint)
+            chains, joint, model = await self.writer.filter_then_answer(
+                question, docs, judged, result.scores, forks, joint_run, wants_joint)
         else:
-            chains, joint = await self._chains_and_joint(question, judged, forks, early, joint_run)
+            chains, joint = await self.writer.chains_and_joint(question, judged, forks, early, joint_run)
             model = verdicts(len(docs), chains)
         run.join(*forks, joint_run)
         candidates = [c for c in chains if c is not None]
         if self.mode.filters_first and not candidates and joint is None:
-            overrule = not self._abstains and self._overrules_filter(run, docs)
+            overrule = not self._abstains_on_verdicts and self._overrules_filter(run, docs)
             run.note(
                 NO_RELEVANT_DOCUMENTS,
                 thought="No retrieved document was judged relevant.",
@@ -130,141 +143,69 @@ class SelfRAG(Method):
                              "ranked by lexical evidence." if overrule else
                              "Answering without context (relevant_docs_count = 0)."),
             )
-            if self._abstains:
+            if self._abstains_on_verdicts:
                 return self._abstain(run, len(docs), [], "no retrieved passage was judged relevant", None)
             if not overrule:
-                answer = await self._direct_answer(question, run, "No relevant documents; answer without context.")
-                return Outcome(answer=answer, retrieval_needed=True, details=self._details(True, len(docs), [], None))
-            ranked = rank_evidence(run, question.text, docs, result.scores, None, self.config.joint_passages)
-            joint = await self._joint(question, ranked.passages, run)
+                answer = await direct_answer(question, run, "No relevant documents; answer without context.")
+                return Outcome(answer=answer, retrieval_needed=True, details=details(cfg, True, len(docs), [], None))
+            joint = await self.writer.ranked_joint(question, docs, result.scores, None, run)
 
         per_passage = list(candidates)
-        floor = self.config.abstain_min_relevance
+        floor = cfg.abstain_min_relevance
         if floor is not None and docs:
             top = best_fused(question.text, docs, result.scores, model)
             if why := relevance_floor_reason(top, floor):
                 seen = [joint, *candidates] if joint is not None else candidates
                 return self._abstain(run, len(docs), seen, why, self._would_answer(question, seen))
         if wants_joint and joint is None:
-            joint = await self._ranked_joint(question, docs, result.scores, model, run)
+            joint = await self.writer.ranked_joint(question, docs, result.scores, model, run)
         if joint is not None:
             candidates = [joint, *candidates]
         usable = answered = keep_answers(run, candidates, lambda c: c.text, question.text)
-        if self.config.abstain_below:
-            level = support_rank(self.config.abstain_below)
+        if cfg.abstain_below:
+            level = support_rank(cfg.abstain_below)
             supported = [c for c in usable if self._support(c) >= level]
             if not supported:
-                why = (f"no candidate's support reaches {self.config.abstain_below.replace('_', ' ')} "
+                why = (f"no candidate's support reaches {cfg.abstain_below.replace('_', ' ')} "
                        f"(verdicts: {', '.join(str(c.support) for c in usable) or 'none'})")
                 return self._abstain(run, len(docs), candidates, why, self._would_answer(question, usable))
             usable = supported
         best = self._select(run, usable)
         others = [c.text for c in answered if c is not best]
-        if best is not None and self.config.abstain_unconfirmed and (why := unconfirmed_reason(best.text, others)):
+        if best is not None and cfg.abstain_unconfirmed and (why := unconfirmed_reason(best.text, others)):
             return self._abstain(run, len(docs), candidates, why, best.text)
-        answer = best.text if best else await self._over_all(question, docs, run)
-        details = self._details(True, len(docs), per_passage, best, docs)
-        details["all_candidates"] = [candidate_row(c) for c in candidates]
-        return Outcome(answer=answer, retrieval_needed=True, candidates=candidates, details=details,
-                       citations=cited_passages(best, docs))
+        answer = best.text if best else await over_all(question, docs, run, cfg.max_context_tokens)
+        sure = await self._confidence(run, question, best, docs, result.scores)
+        if sure is not None and (why := self._unsure(sure)):
+            return self._abstain(run, len(docs), candidates, why, answer, sure)
+        info = details(cfg, True, len(docs), per_passage, best, docs)
+        info["all_candidates"] = [candidate_row(c) for c in candidates]
+        if sure is not None:
+            info["confidence"] = sure.as_dict()
+        return Outcome(answer=answer, retrieval_needed=True, candidates=candidates, details=info,
+                       citations=cited_passages(best, docs), confidence=None if sure is None else sure.value)
 
-    # -- steps -------------------------------------------------------------------
-    async def _decide(self, question: Question, run: Run) -> bool:
-        mode = self.config.retrieval_mode
-        if mode == RetrievalMode.ADAPTIVE and run.own_evidence and self.config.retrieve_own_evidence:
-            run.note(
-                "retrieval_decision",
-                thought="The question came with its own documents: retrieve without asking.",
-                action_input=question.text,
-                observation="retrieval needed: yes (the question's own documents)",
-                details={"retrieval_needed": True, "retrieval_mode": mode, "own_evidence": True},
-            )
-            return True
-        if mode == RetrievalMode.ADAPTIVE:
-            if self.mode.decides_retrieval:
-                return await self.mode.decide(question, run)
-            decision = await decide_retrieval(
-                run, self.decision_prompt, question,
-                threshold=self.config.retrieval_threshold, max_tokens=self.mode.short_tokens,
-                calibration=self.calibration,
-            )
-            return decision.needed
-        needed = mode == RetrievalMode.ALWAYS
-        run.note(
-            "retrieval_decision",
-            thought=f"retrieval_mode is {mode.value!r}: no decision call.",
-            action_input=question.text,
-            observation=f"retrieval needed: {'yes' if needed else 'no'} (configured)",
-            details={"retrieval_needed": needed, "retrieval_mode": mode},
-        )
-        return needed
+    async def _confidence(self, run: Run, question: Question, best: Candidate | None, docs: list[Document],
+                          scores: Sequence[float] | None) -> Confidence | None:
+        """How sure the selected candidate is, read over the passages it was written from."""
+        cfg: SelfRAGConfig = self.config
+        reading = ConfidenceReading(cfg.confidence)
+        if best is None or reading is ConfidenceReading.OFF:
+            return None
+        indices = [i for i in best.details.get("passage_indices", []) if 0 < i <= len(docs)]
+        read = [docs[i - 1] for i in indices] or ([best.passage] if best.passage is not None else [])
+        context, _ = build_context(read, cfg.max_context_tokens, self.llm.count_tokens)
+        priors = evidence_prior(question.text, docs, scores if scores is not None and len(scores) == len(docs)
+                                else None)
+        return await read_confidence(
+            run, reading, question, best.text, seq=best.details.get("answer_logprob"), context=context,
+            docs=read, priors=[priors[i - 1] for i in indices] or None, model=self.confidence_model)
 
-    async def _filter_then_answer(
-        self, question: Question, docs: list[Document], judged: list[Document], scores: Sequence[float] | None,
-        forks: list[Run], joint_run: Run, wants_joint: bool,
-    ) -> tuple[list[Candidate | None], Candidate | None, list[float | None]]:
-        """``filters_first`` modes: a relevance verdict on each ``judged`` passage at once, then the kept
-        passages' candidates and the joint at once (None per rejected passage; the joint is None when it
-        is not written here), and the verdicts (1 / 0 per judged passage, None per passage not judged
-        or with no usable verdict). The joint ranks every retrieved passage (a None counts as the mean
-        verdict, :func:`.self_rag_evidence.impute`); only a passage judged relevant gets a candidate.
-
-        The joint's ranking needs the verdicts, not the candidates' critiques, so it is written beside the
-        candidates: two round trips fewer than after them, the same calls. Not when no passage was kept or
-        the relevance floor will abstain: the paths after this decide what is read then.
-        """
-        one = [Passages((doc,), (i,)) for i, doc in enumerate(judged, start=1)]
-        kept = await gather_in_order([self.mode.relevant(question, p, f) for p, f in zip(one, forks, strict=True)])
-        work = [self.mode.candidate(question, p, f) for p, f, k in zip(one, forks, kept, strict=True) if k]
-        model: list[float | None] = [*(None if k is None else float(k) for k in kept),
-                                     *[None] * (len(docs) - len(judged))]
-        floor = relevance_floor_reason(best_fused(question.text, docs, scores, model),
-                                       self.config.abstain_min_relevance)
-        # With no usable verdict at all there is nothing to filter by: the joint reads the passages as
-        # though none was judged (ranked by the prior), as it does when one is judged relevant.
-        with_joint = wants_joint and (any(kept) or all(k is None for k in kept)) and floor is None
-        if with_joint:
-            work.append(self._ranked_joint(question, docs, scores, model, joint_run))
-        results = iter(await gather_in_order(work))
-        chains = [next(results) if k else None for k in kept]
-        return chains, next(results) if with_joint else None, model
-
-    async def _chains_and_joint(
-        self, question: Question, judged: list[Document], forks: list[Run], early: Ranked | None, joint_run: Run,
-    ) -> tuple[list[Candidate | None], Candidate | None]:
-        """The one-passage candidates and, when its passages were ranked before any verdict
-        (``early``), the joint written alongside them (None otherwise). With ``passage_candidates:
-        fallback`` the joint is written first, and the others only when it has no usable answer."""
-        def chains() -> list[Any]:
-            return [self.mode.candidate(question, Passages((doc,), (i,)), fork)
-                    for i, (doc, fork) in enumerate(zip(judged, forks, strict=True), start=1)]
-
-        if early is not None and self._candidates_on_demand:
-            joint = await self._joint(question, early.passages, joint_run)
-            others = await fallback_candidates(joint_run, question.text, joint.text, len(judged),
-                                               lambda: gather_in_order(chains()))
-            return list(others), joint
-        work = chains()
-        if early is not None:  # the joint does not wait for the verdicts: write it alongside the chains
-            work.append(self._joint(question, early.passages, joint_run))
-        results = await gather_in_order(work)
-        return list(results[: len(judged)]), (results[len(judged)] if early is not None else None)
-
-    @property
-    def _candidates_on_demand(self) -> bool:
-        """Whether the one-passage candidates wait for a joint candidate without an answer (abstention
-        reads their verdicts, so they are written for every question when it is on)."""
-        return self.config.candidates_on_demand(blocked=self._abstains)
-
-    async def _ranked_joint(self, question: Question, docs: list[Document], scores: Sequence[float] | None,
-                            model: list[float | None], run: Run) -> Candidate:
-        ranked = rank_evidence(run, question.text, docs, scores, model, self.config.joint_passages)
-        return await self._joint(question, ranked.passages, run)
-
-    async def _joint(self, question: Question, passages: Passages, run: Run) -> Candidate:
-        joint = await self.mode.joint(question, passages, run)
-        joint.details["joint"] = True
-        return joint
+    def _unsure(self, sure: Confidence) -> str | None:
+        floor = self.config.abstain_below_confidence
+        if floor is None or sure.value is None or sure.value >= floor:
+            return None
+        return f"the answer's confidence {sure.value:.2f} is below {floor:g}"
 
     @property
     def _ranks_by_prior(self) -> bool:
@@ -283,7 +224,8 @@ class SelfRAG(Method):
                 and run.own_evidence)
 
     @property
-    def _abstains(self) -> bool:
+    def _abstains_on_verdicts(self) -> bool:
+        """Whether an abstention rule reads the one-passage candidates' verdicts or texts."""
         cfg = self.config
         return cfg.abstain_below is not None or cfg.abstain_min_relevance is not None or cfg.abstain_unconfirmed
 
@@ -294,17 +236,20 @@ class SelfRAG(Method):
         return usable[order[0]].text if order else None
 
     def _abstain(self, run: Run, retrieved: int, candidates: list[Candidate], why: str,
-                 withheld: str | None) -> Outcome:
+                 withheld: str | None, sure: Confidence | None = None) -> Outcome:
         """The abstention outcome; ``withheld`` is the answer it replaces (scored as ``withheld_correct``)."""
         cfg = self.config
         settings = (f"abstain_below={cfg.abstain_below}, abstain_min_relevance={cfg.abstain_min_relevance}, "
-                    f"abstain_unconfirmed={cfg.abstain_unconfirmed}")
+                    f"abstain_unconfirmed={cfg.abstain_unconfirmed}, "
+                    f"abstain_below_confidence={cfg.abstain_below_confidence}")
         note_abstention(run, settings, why)
-        details = self._details(True, retrieved, [c for c in candidates if not c.details.get("joint")], None)
-        details["abstain_reason"] = why
-        details["withheld_answer"] = withheld
+        info = details(cfg, True, retrieved, [c for c in candidates if not c.details.get("joint")], None)
+        info["abstain_reason"] = why
+        info["withheld_answer"] = withheld
+        if sure is not None:
+            info["confidence"] = sure.as_dict()
         return Outcome(answer=ABSTAIN_ANSWER, retrieval_needed=True, candidates=candidates,
-                       details=details, abstained=True)
+                       details=info, abstained=True, confidence=None if sure is None else sure.value)
 
     @staticmethod
     def _support(candidate: Candidate) -> int:
@@ -333,37 +278,3 @@ class SelfRAG(Method):
             return None
         note_selection(run, self._rule, candidates, order[0])
         return candidates[order[0]]
-
-    async def _direct_answer(self, question: Question, run: Run, thought: str) -> str:
-        prompt = render(load_prompt("answer_direct"), question=question.text)
-        step = await run.generate(
-            chat(answer_system(question), prompt), action="direct_answer", thought=thought,
-            action_input=question.text,
-        )
-        return clean_answer(step.text)
-
-    async def _over_all(self, question: Question, docs: list[Document], run: Run) -> str:
-        if not docs:
-            return NO_ANSWER
-        step, _, _ = await answer_over(
-            run, question, docs, self.config.max_context_tokens,
-            thought="No usable candidate: answer over all retrieved passages.",
-        )
-        return clean_answer(step.text) or NO_ANSWER
-
-    def _details(
-        self, retrieval_needed: bool, retrieved: int, candidates: list[Candidate], best: Candidate | None,
-        docs: list[Document] | None = None,
-    ) -> dict[str, Any]:
-        indices = best.details.get("passage_indices", []) if best else []
-        context = [docs[i - 1].text for i in indices if docs and i <= len(docs)]
-        return {
-            "critique": self.config.critique,
-            "support": best.support if best else None,
-            "utility": best.utility if best else None,
-            "context_used": context or ([best.passage.text] if best and best.passage else []),
-            "retrieval_needed": retrieval_needed,
-            "total_docs_retrieved": retrieved,
-            "relevant_docs_count": sum(c.relevance == RELEVANT for c in candidates),
-            "all_candidates": [candidate_row(c) for c in candidates],
-        }

@@ -40,6 +40,7 @@ from ...core.context import format_passage, truncate_to_tokens
 from ...core.text import clean_answer
 from ...core.trace import Run, StepRecord, shorten
 from ...steps.choice_reading import ChoiceReader
+from ...steps.confidence import mean_logprob
 from ...steps.evidence import Passages
 from ...steps.joint_answer import joint_answer
 
@@ -91,10 +92,13 @@ class Mode:
         annotate(rating, "utility", utility)
         return utility
 
-    async def joint(self, question: Question, passages: Passages, run: Run) -> Candidate:
-        """The candidate over several passages: ``vanilla_rag``'s answer prompt, then support and utility."""
+    async def joint(self, question: Question, passages: Passages, run: Run, *, judge: bool = True) -> Candidate:
+        """The candidate over several passages: ``vanilla_rag``'s answer prompt, then (``judge``) its
+        support and utility verdicts; unjudged, it carries no verdict at all."""
         gen, context, answer = await self._joint_answer(question, passages, run)
         gen.details["passage_ids"] = [d.id for d in passages.docs]
+        if not judge:
+            return unjudged(answer, passages, gen)
         # Support and utility both judge the finished answer: ask them at once, record support first.
         sup_run, use_run = run.fork(), run.fork()
         sup, utility = await gather_in_order([
@@ -111,15 +115,15 @@ class Mode:
         support = support_label(sup.text) if worded else DEFAULT_SUPPORT
         annotate(sup, "support", Parsed(support, not worded))
         defaults = (["support"] if not worded else []) + (["utility"] if utility.default else [])
-        return _candidate(
+        return with_logprob(_candidate(
             answer, passages, relevance=RELEVANT, support=support, utility=utility.value,
             score=combined_score(utility.value, support, RELEVANT), defaults=defaults,
-        )
+        ), gen)
 
     async def _joint_answer(self, question: Question, passages: Passages, run: Run) -> tuple[StepRecord, str, str]:
         """The joint's answer step, its context and answer (:func:`.joint_answer.joint_answer`)."""
         return await joint_answer(run, question, passages.docs, self.max_context_tokens, name=passages.name(),
-                                  facts_first=self.facts_first, reader=self.reader)
+                                  facts_first=self.facts_first, reader=self.reader, logprobs=True)
 
     async def relevant(self, question: Question, passages: Passages, run: Run) -> bool | None:
         """A relevance verdict on its own (modes with ``filters_first`` only): True / False, or None
@@ -130,7 +134,20 @@ class Mode:
         return "json" if self.llm.supports_json else None
 
 
-def _candidate(answer: str, passages: Passages, *, relevance: str, support: str, utility: Any,
+def unjudged(answer: str, passages: Passages, step: StepRecord) -> Candidate:
+    """A candidate whose verdicts were not asked: none is shown, and its score is 0."""
+    return with_logprob(_candidate(answer, passages, relevance=None, support=None, utility=None, score=0.0,
+                                   defaults=[]), step)
+
+
+def with_logprob(candidate: Candidate, step: StepRecord) -> Candidate:
+    """``candidate`` with the mean log-probability of the reply that wrote it (a confidence reads it)."""
+    if (value := mean_logprob(step)) is not None:
+        candidate.details["answer_logprob"] = round(value, 6)
+    return candidate
+
+
+def _candidate(answer: str, passages: Passages, *, relevance: str | None, support: str | None, utility: Any,
                score: float, defaults: list[str]) -> Candidate:
     return Candidate(
         text=answer,
@@ -217,7 +234,7 @@ class Separate(Mode):
     decides_retrieval = True
 
     def key(self, candidate: Candidate) -> Any:
-        return separate_key(candidate.support, candidate.utility)
+        return separate_key(candidate.support or "", candidate.utility or 0)
 
     async def verdict(
         self, run: Run, prompt_name: str, user: str, *, action: str, thought: str, action_input: str
@@ -231,11 +248,14 @@ class Separate(Mode):
         step.details["json_mode"] = "backend" if fmt else "extracted from text"
         return step, json_objects(step.text)
 
-    async def joint(self, question: Question, passages: Passages, run: Run) -> Candidate:
-        """The joint's answer is written like every mode's (``_joint_answer``), then judged like a candidate's."""
+    async def joint(self, question: Question, passages: Passages, run: Run, *, judge: bool = True) -> Candidate:
+        """The joint's answer is written like every mode's (``_joint_answer``), then (``judge``) judged like
+        a candidate's."""
         step, context, answer = await self._joint_answer(question, passages, run)
         step.details["passage_ids"] = [d.id for d in passages.docs]
-        return await self._judged(question, passages, run, answer, context)
+        if not judge:
+            return unjudged(answer, passages, step)
+        return with_logprob(await self._judged(question, passages, run, answer, context), step)
 
     async def decide(self, question: Question, run: Run) -> bool:
         step, obj = await self.verdict(
