@@ -40,6 +40,7 @@ from lab.quality_runs import (
     DATASET_LIST,
     DATASETS,
     DEFAULT_VARIANTS,
+    PLAIN,
     ROOT,
     VARIANT_LIST,
     VARIANTS,
@@ -124,6 +125,8 @@ def collect(args: Any) -> dict[str, Any]:
                 row["grounding"] = grounding(recs)
             baseline = runs.get(BASELINE) if v.name != BASELINE else None
             row["vs_baseline"] = compare_to(recs, baseline, dataset.metric) if baseline else None
+            plain = runs.get(PLAIN) if v.name != PLAIN else None
+            row["vs_plain"] = compare_to(recs, plain, dataset.metric) if plain else None
             if dataset.name == "hotpotqa_mix" and baseline:
                 row["truthful_vs_baseline"] = compare_to(recs, baseline, "truthfulness")
             rows.append(row)

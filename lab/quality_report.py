@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.quality_carry import carried_note
-from lab.quality_runs import BASELINE, DATASETS, VARIANT_LIST
+from lab.quality_runs import BASELINE, DATASETS, PLAIN, VARIANT_LIST
 
 METRIC_NAMES = {"em": "EM", "f1": "F1", "accuracy": "accuracy", "yesno": "yes/no acc.",
                 "answered_yes": "answered yes", "gold_yes": "gold yes"}
@@ -31,8 +31,8 @@ def _n(row: dict[str, Any]) -> str:
     return str(row["n"])
 
 
-def _delta(cmp: dict[str, Any] | None, variant: str) -> str:
-    if variant == BASELINE:
+def _delta(cmp: dict[str, Any] | None, variant: str, baseline: str = BASELINE) -> str:
+    if variant == baseline:
         return "(baseline)"
     if not cmp:
         return "–"
@@ -51,6 +51,7 @@ def dataset_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     shown = SHOWN[name]
     metric = METRIC_NAMES[dataset.metric]
     header = ["method", "n", *(METRIC_NAMES[m] for m in shown), f"Δ {metric} vs {BASELINE} [95% CI]",
+              f"Δ vs {PLAIN} [95% CI]",
               "retrieved", "kept no passage", "LLM calls/q", "tokens/q", "s/q", "malformed", "errors"]
     target = max((r["target_n"] for r in rows), default=0)
     lines = [f"## {name}", "", dataset.note.format(n=target) + ".", ""]
@@ -59,6 +60,7 @@ def dataset_table(name: str, rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         label = f"`{r['variant']}`" + (f" ({r['note']})" if r.get("note") else "")
         cells = [label, _n(r), *(_f(r["metrics"].get(m)) for m in shown), _delta(r.get("vs_baseline"), r["variant"]),
+                 _delta(r.get("vs_plain"), r["variant"], PLAIN),
                  _pct(r["retrieval_rate"]), str(r.get("kept_none", "–")), _f(r["llm_calls_per_q"], ".1f"), _f(r["tokens_per_q"], ".0f"),
                  _f(r["seconds_per_q"], ".1f"), _malformed(r), str(r["errors"])]
         lines.append("| " + " | ".join(cells) + " |")

@@ -21,14 +21,15 @@ def test_every_dataset_has_report_columns():
 def _report_row(variant, rows, baseline, target_n):
     row = qs.summarize_rows(rows, target_n=target_n, metrics=("em", "f1"))
     row.update(dataset="hotpotqa", variant=variant, note="", remark="", model="m.gguf")
-    row["vs_baseline"] = None if variant == "vanilla_rag" else qs.compare_to(rows, baseline, "f1")
+    row["vs_baseline"] = None if variant == "vanilla_rag_evidence" else qs.compare_to(rows, baseline, "f1")
+    row["vs_plain"] = None if variant == "vanilla_rag" else qs.compare_to(rows, baseline, "f1")
     return row
 
 
 def test_report_renders_a_partial_run_with_its_own_n(tmp_path):
     base = [pred(str(i), "Paris" if i % 2 else "Lyon") for i in range(4)]
     partial = [pred("0", "Paris"), pred("1", '{"answer": 1}')]
-    rows = [_report_row("vanilla_rag", base, base, 4), _report_row("self_rag", partial, base, 4)]
+    rows = [_report_row("vanilla_rag_evidence", base, base, 4), _report_row("self_rag", partial, base, 4)]
     env = {"date": "2026-01-01 00:00 UTC", "platform": "Linux", "cpus": 2, "python": "3.11", "commit": "abc1234",
            "llm": "llamacpp:/m/x.gguf", "model_tag": "x", "model": "x.gguf", "model_path": "/m/x.gguf",
            "model_sha256": "ab" * 32}
@@ -39,7 +40,8 @@ def test_report_renders_a_partial_run_with_its_own_n(tmp_path):
     text = quality_report.render(data)
     assert "(`/m/x.gguf`, sha256 `abababababababab…`)" in text
     assert "| `self_rag` | 2 of 4 (partial) |" in text
-    assert "| `vanilla_rag` | 4 | 0.500 | 0.500 | (baseline) |" in text
+    assert "| `vanilla_rag_evidence` | 4 | 0.500 | 0.500 | (baseline) | +0.000 [+0.000, +0.000] (n=4) |" in text
+    assert "Δ F1 vs vanilla_rag_evidence [95% CI] | Δ vs vanilla_rag [95% CI]" in text
     assert "1 (1 json)" in text  # malformed answers with their reason
     assert "(n=2)" in text  # compared on the 2 questions both answered
     assert ("| x | relevance: self_rag combined [IsRel] verdict (1 / 0), passages it judged | 2 | 6 (2 x 3) | 0.583 | "

@@ -52,7 +52,12 @@ def test_collect_reads_run_directories_restricted_to_the_selection(tmp_path):
     rows = {r["variant"]: r for r in quality.collect(args)["rows"]}
     assert (rows["vanilla_rag"]["n"], rows["vanilla_rag"]["partial"]) == (3, False)
     assert (rows["self_rag"]["n"], rows["self_rag"]["partial"]) == (1, True)
-    assert rows["self_rag"]["vs_baseline"]["n"] == 1
+    assert rows["self_rag"]["vs_plain"]["n"] == 1 and rows["self_rag"]["vs_baseline"] is None  # no evidence run
+    write(quality_runs.run_dir(tmp_path, "t", HOTPOTQA, quality_runs.VARIANTS["vanilla_rag_evidence"])
+          / "predictions.jsonl", [pred(i, "x") for i in ids[:2]])
+    rows = {r["variant"]: r for r in quality.collect(args)["rows"]}
+    assert rows["self_rag"]["vs_baseline"]["n"] == 1 and rows["vanilla_rag"]["vs_baseline"]["n"] == 2
+    assert rows["vanilla_rag_evidence"]["vs_baseline"] is None
     # Each run's slim copy was written beside its predictions as the report read them.
     kept = quality_runs.run_dir(tmp_path, "t", HOTPOTQA, quality_runs.VARIANTS["self_rag"]) / quality_kept.KEPT
     assert [json.loads(line)["id"] for line in quality_kept.read_kept(kept).splitlines()] == [ids[0]]
