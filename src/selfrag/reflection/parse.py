@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .tokens import QUOTED_TAG
+
 # Text labels of the tagged critiques (combined and fused modes).
 RELEVANT, IRRELEVANT = "relevant", "irrelevant"
 FULLY, PARTIALLY, NO_SUPPORT = "fully supported", "partially supported", "no support"
@@ -35,8 +37,12 @@ JSON_DEFAULTS: dict[str, Any] = {
 _WORDS = re.compile(r"[a-z]+")
 # "[IsRel]", "[Is_Sup]", and the bare "IsRel" / "IsSup:" small models write when they drop
 # the brackets (Qwen2.5 1.5B: "Terry Richardson IsRel: relevant IsSup: fully supported").
+# A tag in parentheses, "(IsSup)", is what neutralize() makes of a tag planted in a
+# passage: a reply that quotes one is quoting, so it ends the value before it and is
+# itself no verdict (tried first, so the bare form never matches inside it).
 _TAG = re.compile(
-    r"(?:\[\s*is\s*_?\s*(?P<bracketed>rel|sup|use)\s*\]|\bis_?(?P<bare>rel|sup|use)\b)\s*:?", re.IGNORECASE
+    rf"(?:(?P<quoted>{QUOTED_TAG})|\[\s*is\s*_?\s*(?P<bracketed>rel|sup|use)\s*\]|\bis_?(?P<bare>rel|sup|use)\b)\s*:?",
+    re.IGNORECASE,
 )
 _SCALE = re.compile(r"\(?\s*1\s*(?:-|–|to)\s*5\s*\)?", re.IGNORECASE)
 _DIGIT = re.compile(r"(?<!\d)([1-5])(?!\d)")
@@ -122,7 +128,9 @@ def split_tagged(text: str) -> tuple[str, dict[str, list[str]]]:
     the text after it up to the next tag or the end of the line. The answer is
     the text *before the first tag* (the prompts ask for the answer first,
     then the verdicts), with a leading "Answer:" and leftover markup removed;
-    it is empty when the output starts with a tag. Whatever follows the first
+    it is empty when the output starts with a tag. A tag in parentheses
+    (``(IsSup)``, a passage's planted tag as :func:`~selfrag.reflection.tokens.neutralize`
+    leaves it) is a quote: it ends the answer and the value before it, and gives no verdict. Whatever follows the first
     tag is never part of the answer, so a verdict block followed by quoted
     passage text does not become the answer. Returns ``(answer, {"rel"|"sup"|
     "use": [values in order]})``.
@@ -131,9 +139,11 @@ def split_tagged(text: str) -> tuple[str, dict[str, list[str]]]:
     values: dict[str, list[str]] = {}
     tags = list(_TAG.finditer(text))
     for i, tag in enumerate(tags):
+        name = tag.group("bracketed") or tag.group("bare")
+        if name is None:  # a quoted "(IsSup)": no verdict
+            continue
         end = tags[i + 1].start() if i + 1 < len(tags) else len(text)
         value = text[tag.end() : end].split("\n", 1)[0]
-        name = tag.group("bracketed") or tag.group("bare")
         values.setdefault(name.lower(), []).append(value.strip())
     head = text[: tags[0].start()] if tags else text
     lines = [ln.strip() for ln in head.split("\n") if re.search(r"\w", ln)]
