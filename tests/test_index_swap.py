@@ -21,10 +21,12 @@ from pathlib import Path
 
 import pytest
 
+import selfrag
 from selfrag.cli.main import main
 from selfrag.retrieval.persist import load_index
 
 REPO = Path(__file__).resolve().parents[1]
+SRC = str(Path(selfrag.__file__).resolve().parents[1])  # the selfrag this test imported, for its children
 OLD = [{"id": "old1", "text": "The old index talks about Rome."}, {"id": "old2", "text": "And about Oslo."}]
 NEW = [{"id": "new1", "text": "The new index talks about Lima."}, {"id": "new2", "text": "And about Quito."},
        {"id": "new3", "text": "And about Bogota."}]
@@ -75,7 +77,7 @@ sys.exit(main(["index", "build", "--docs", spec["docs"], "--out", spec["out"]]))
 
 
 def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
+    return {**os.environ, "PYTHONPATH": SRC, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def write_docs(path: Path, rows: list[dict]) -> Path:

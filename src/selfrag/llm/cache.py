@@ -14,6 +14,14 @@ format (written by another selfrag version) is a miss, and a row that cannot
 be decoded is a miss that is deleted (logged once per cache): the call is made
 again and its answer replaces the row, so a damaged entry never fails a
 question twice.
+
+A damaged file (an SQLite header over pages that ``PRAGMA quick_check``
+finds broken when the cache is opened, or any ``sqlite3.DatabaseError`` while
+it is used) is moved aside to ``PATH.damaged-<time>`` with one warning line,
+and a fresh cache takes its place: a cache only saves calls, so losing it
+costs time and money, never a question. A file that is not an SQLite database
+at all (no SQLite header: perhaps the user's own file) is never moved; it is
+a one-line error.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -32,6 +41,7 @@ from typing import Any
 from ..errors import ConfigError, DataError
 from ..redaction import redact_secrets
 from ..types import Generation, TokenLogprobs
+from ..validation import load_json
 from .base import LLMRequest, RequestGenerator
 
 log = logging.getLogger(__name__)
@@ -63,7 +73,7 @@ def generation_to_json(gen: Generation) -> str:
 
 def generation_from_json(text: str | bytes) -> Generation:
     """Decode a stored response; ValueError, TypeError or KeyError when it is not one."""
-    data = json.loads(text)
+    data = load_json(text, surrogates="replace")
     if not isinstance(data, dict) or not isinstance(data.get("text"), str):
         raise ValueError("not a stored generation (no text)")
     if data.get("logprobs") is not None:
@@ -71,7 +81,69 @@ def generation_from_json(text: str | bytes) -> Generation:
     return Generation(**data)
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _is_sqlite_file(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+def _damage(conn: sqlite3.Connection) -> str | None:
+    """What ``PRAGMA quick_check`` finds wrong with the open database, or None when it is sound."""
+    try:
+        rows = conn.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.OperationalError:
+        raise
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    if rows == [("ok",)]:
+        return None
+    return "; ".join(str(r[0]) for r in rows[:2]) or "quick_check failed"
+
+
+def move_aside(path: Path, reason: str) -> Path:
+    """Rename a damaged cache (and its WAL) to ``PATH.damaged-<time>``; one warning line."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    os.rename(path, target)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            if suffix == "-wal":
+                os.rename(side, target.with_name(target.name + suffix))
+            else:
+                side.unlink(missing_ok=True)
+    log.warning(
+        "the LLM cache %s is damaged (%s); moved it to %s and started a fresh cache "
+        "(calls it held will be made again)", path, redact_secrets(reason)[:200], target.name,
+    )
+    return target
+
+
 def _connect(path: Path) -> sqlite3.Connection:
+    """Open (or create) the cache file; a damaged one is moved aside and a fresh one opened."""
+    try:
+        return _open(path)
+    except _Damaged as exc:
+        move_aside(path, exc.reason)
+    return _open(path)
+
+
+class _Damaged(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _open(path: Path) -> sqlite3.Connection:
     """Open (or create) the cache file, with one-line errors for paths that cannot be one."""
     where = f"the LLM cache {path}"
     another = "give another --cache path (or cache.path)"
@@ -102,16 +174,30 @@ def _connect(path: Path) -> sqlite3.Connection:
                 if "duplicate column" not in str(exc):  # another process added it first
                     raise
         conn.commit()
+        damage = _damage(conn)
     except sqlite3.DatabaseError as exc:
         if conn is not None:
             conn.close()
         if isinstance(exc, sqlite3.OperationalError):  # cannot open, read-only, locked ...
             raise ConfigError(f"cannot use {where} ({exc}); check the path and its permissions") from None
+        if _is_sqlite_file(path):
+            raise _Damaged(str(exc)) from None
         raise DataError(f"{where} is not an SQLite database ({exc}); delete it or {another}") from None
     except DataError:
         conn.close()
         raise
+    if damage is not None:
+        conn.close()
+        raise _Damaged(damage)
     return conn
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 class SQLiteCache:
@@ -121,13 +207,30 @@ class SQLiteCache:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._conn = _connect(self.path)
+        self._inode = _inode(self.path)
         self.hits = 0
         self.misses = 0
         self.dropped = 0  # undecodable rows deleted
+        self.replaced = 0  # damaged files moved aside while in use
+
+    def _damaged(self, exc: sqlite3.DatabaseError) -> None:
+        """A DatabaseError while in use (the lock held): move the file aside if it is ours and broken, reopen."""
+        if isinstance(exc, sqlite3.OperationalError):
+            raise exc  # locked, read-only, disk full: not damage
+        self._conn.close()
+        if _inode(self.path) == self._inode:  # another process may have replaced it already
+            move_aside(self.path, str(exc))
+        self._conn = _connect(self.path)
+        self._inode = _inode(self.path)
+        self.replaced += 1
 
     def get(self, key: str) -> Generation | None:
         with self._lock:
-            row = self._conn.execute("SELECT response, format FROM generations WHERE key = ?", (key,)).fetchone()
+            try:
+                row = self._conn.execute("SELECT response, format FROM generations WHERE key = ?", (key,)).fetchone()
+            except sqlite3.DatabaseError as exc:
+                self._damaged(exc)
+                return None
         if row is None:
             return None
         response, fmt = row
@@ -142,8 +245,11 @@ class SQLiteCache:
     def _drop(self, key: str, response: Any, reason: Exception) -> None:
         with self._lock:
             # Only the bad row: a good answer written meanwhile by another process stays.
-            self._conn.execute("DELETE FROM generations WHERE key = ? AND response = ?", (key, response))
-            self._conn.commit()
+            try:
+                self._conn.execute("DELETE FROM generations WHERE key = ? AND response = ?", (key, response))
+                self._conn.commit()
+            except sqlite3.DatabaseError as exc:
+                self._damaged(exc)
             self.dropped += 1
             first = self.dropped == 1
         log.log(
@@ -156,24 +262,26 @@ class SQLiteCache:
         )
 
     def put(self, key: str, backend_spec: str, request: LLMRequest, gen: Generation) -> None:
+        row = (key, redact_secrets(backend_spec), json.dumps(request.as_dict()), generation_to_json(gen),
+               time.time(), FORMAT)
+        insert = ("INSERT OR REPLACE INTO generations (key, backend, request, response, created, format) "
+                  "VALUES (?, ?, ?, ?, ?, ?)")
         with self._lock:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO generations (key, backend, request, response, created, format) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    key,
-                    redact_secrets(backend_spec),
-                    json.dumps(request.as_dict()),
-                    generation_to_json(gen),
-                    time.time(),
-                    FORMAT,
-                ),
-            )
-            self._conn.commit()
+            try:
+                self._conn.execute(insert, row)
+                self._conn.commit()
+            except sqlite3.DatabaseError as exc:
+                self._damaged(exc)
+                self._conn.execute(insert, row)
+                self._conn.commit()
 
     def __len__(self) -> int:
         with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
+            try:
+                return int(self._conn.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
+            except sqlite3.DatabaseError as exc:
+                self._damaged(exc)
+                return 0
 
     def stats(self) -> dict[str, int]:
         return {"hits": self.hits, "misses": self.misses, "dropped": self.dropped, "entries": len(self)}
