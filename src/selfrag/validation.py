@@ -2,7 +2,9 @@
 
 Every config section is a pydantic model that forbids unknown keys. A failure
 becomes a :class:`~selfrag.errors.ConfigError` naming the dotted key, where it
-came from, and what was expected. :func:`load_json` / :func:`decode_json`
+came from, and what was expected. :func:`read_yaml_file` reads a config
+file's mapping (a file that is not UTF-8, not YAML or empty is one line
+naming it). :func:`load_json` / :func:`decode_json`
 parse JSON a user, a client or a server wrote with bounded nesting and no
 lone surrogates; :func:`lone_surrogate` says why a string is not text.
 """
@@ -12,8 +14,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .errors import ConfigError
@@ -69,6 +73,36 @@ def parse_model(model: type[M], data: Mapping[str, Any] | M | None, prefix: str 
         return model.model_validate(dict(data))
     except ValidationError as exc:
         raise ConfigError(describe_error(exc, prefix, source)) from None
+
+
+def read_yaml_file(path: Path) -> dict[str, Any]:
+    """A config file's top-level mapping; one-line ConfigError for a file that is missing, not UTF-8,
+    not YAML, empty (or comments only) or not a mapping, naming the file."""
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"config file {path}:{line} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read ({exc.strerror or exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid YAML (nested too deeply)") from None
+    if data is None:
+        # An empty or comment-only file would run the default experiment, which nobody means.
+        raise ConfigError(f"config file {path} is empty; give it at least one section (e.g. 'inherits: base.yaml')")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(data).__name__}")
+    return data
 
 
 # -- JSON and text from outside --------------------------------------------------------
