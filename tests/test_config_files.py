@@ -81,3 +81,9 @@ def test_an_unknown_key_from_a_parent_names_the_parent(tmp_path):
     (tmp_path / "child.yaml").write_text("inherits: base.yaml\n")
     with pytest.raises(ConfigError, match=r"unknown config key 'bogus_key' \(in .*base\.yaml\)"):
         load_config(tmp_path / "child.yaml")
+
+
+def test_a_folder_given_as_the_config_is_named_as_one(tmp_path):
+    (tmp_path / "configs").mkdir()
+    with pytest.raises(ConfigError, match="is a folder; give a YAML file"):
+        load_config(tmp_path / "configs")

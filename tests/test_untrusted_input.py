@@ -104,6 +104,13 @@ def test_a_deeply_nested_body_is_400(path):
     assert after.status_code == 200
 
 
+@pytest.mark.server
+def test_a_body_that_is_not_an_object_is_named_in_json_terms():
+    with BackgroundServer(make_app()) as server:
+        r = httpx.post(server.url + "/v1/ask", content=b"null", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["message"] == "the body must be a JSON object, not null"
+
+
 # -- the CLI: files -------------------------------------------------------------------------------
 
 

@@ -78,6 +78,8 @@ def parse_model(model: type[M], data: Mapping[str, Any] | M | None, prefix: str 
 def read_yaml_file(path: Path) -> dict[str, Any]:
     """A config file's top-level mapping; one-line ConfigError for a file that is missing, not UTF-8,
     not YAML, empty (or comments only) or not a mapping, naming the file."""
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a folder; give a YAML file (see configs/)")
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:

@@ -14,6 +14,7 @@ from ..validation import load_json, lone_surrogate
 from .errors import ApiError
 
 log = logging.getLogger("selfrag.serve")
+_JSON_NAMES = {type(None): "null", str: "a string", list: "an array", int: "a number", float: "a number", bool: "a boolean"}
 
 
 class Gate:
@@ -78,7 +79,8 @@ async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ApiError(400, f"the body is not valid JSON ({getattr(exc, 'msg', 'not UTF-8')})", code="bad_json") from None
     if not isinstance(data, dict):
-        raise ApiError(400, f"the body must be a JSON object, not {type(data).__name__}", code="bad_json")
+        kind = _JSON_NAMES.get(type(data), type(data).__name__)
+        raise ApiError(400, f"the body must be a JSON object, not {kind}", code="bad_json")
     return data
 
 
