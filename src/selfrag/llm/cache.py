@@ -18,10 +18,10 @@ question twice.
 A damaged file (an SQLite header over pages that ``PRAGMA quick_check``
 finds broken when the cache is opened, or any ``sqlite3.DatabaseError`` while
 it is used) is moved aside to ``PATH.damaged-<time>`` with one warning line,
-and a fresh cache takes its place: a cache only saves calls, so losing it
-costs time and money, never a question. A file that is not an SQLite database
-at all (no SQLite header: perhaps the user's own file) is never moved; it is
-a one-line error.
+and a fresh cache takes its place (:mod:`.sqlite_file`): a cache only saves
+calls, so losing it costs time and money, never a question. A file that is
+not an SQLite database at all (no SQLite header: perhaps the user's own file)
+is never moved; it is a one-line error.
 """
 
 from __future__ import annotations
@@ -31,18 +31,18 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, DataError
+from ..errors import DataError
 from ..redaction import redact_secrets
 from ..types import Generation, TokenLogprobs
 from ..validation import load_json
 from .base import LLMRequest, RequestGenerator
+from .sqlite_file import CacheFile
 
 log = logging.getLogger(__name__)
 
@@ -81,123 +81,26 @@ def generation_from_json(text: str | bytes) -> Generation:
     return Generation(**data)
 
 
-SQLITE_HEADER = b"SQLite format 3\x00"
+def _prepare(conn: sqlite3.Connection) -> None:
+    """The generations table (a cache from before the format column gets it: its rows are format 1)."""
+    conn.execute(SCHEMA)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(generations)")}
+    if not columns >= COLUMNS:
+        raise DataError(f"{_file_of(conn)} is not a selfrag cache (its 'generations' table differs); {_ANOTHER}")
+    if "format" not in columns:
+        try:
+            conn.execute("ALTER TABLE generations ADD COLUMN format INTEGER NOT NULL DEFAULT 1")
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc):  # another process added it first
+                raise
 
 
-def _is_sqlite_file(path: Path) -> bool:
-    try:
-        with path.open("rb") as fh:
-            return fh.read(len(SQLITE_HEADER)) == SQLITE_HEADER
-    except OSError:
-        return False
+def _file_of(conn: sqlite3.Connection) -> str:
+    """The file an open connection uses."""
+    return str(conn.execute("PRAGMA database_list").fetchone()[2])
 
 
-def _damage(conn: sqlite3.Connection) -> str | None:
-    """What ``PRAGMA quick_check`` finds wrong with the open database, or None when it is sound."""
-    try:
-        rows = conn.execute("PRAGMA quick_check").fetchall()
-    except sqlite3.OperationalError:
-        raise
-    except sqlite3.DatabaseError as exc:
-        return str(exc)
-    if rows == [("ok",)]:
-        return None
-    return "; ".join(str(r[0]) for r in rows[:2]) or "quick_check failed"
-
-
-def move_aside(path: Path, reason: str) -> Path:
-    """Rename a damaged cache (and its WAL) to ``PATH.damaged-<time>``; one warning line."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = path.with_name(f"{path.name}.damaged-{stamp}")
-    n = 1
-    while target.exists():
-        n += 1
-        target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
-    os.rename(path, target)
-    for suffix in ("-wal", "-shm"):
-        side = path.with_name(path.name + suffix)
-        if side.exists():
-            if suffix == "-wal":
-                os.rename(side, target.with_name(target.name + suffix))
-            else:
-                side.unlink(missing_ok=True)
-    log.warning(
-        "the LLM cache %s is damaged (%s); moved it to %s and started a fresh cache "
-        "(calls it held will be made again)", path, redact_secrets(reason)[:200], target.name,
-    )
-    return target
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    """Open (or create) the cache file; a damaged one is moved aside and a fresh one opened."""
-    try:
-        return _open(path)
-    except _Damaged as exc:
-        move_aside(path, exc.reason)
-    return _open(path)
-
-
-class _Damaged(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def _open(path: Path) -> sqlite3.Connection:
-    """Open (or create) the cache file, with one-line errors for paths that cannot be one."""
-    where = f"the LLM cache {path}"
-    another = "give another --cache path (or cache.path)"
-    if path.is_dir():
-        raise ConfigError(f"{where} is a folder; give a file path such as {path / 'cache.db'} (--cache PATH or cache.path)")
-    for parent in path.parents:
-        if parent.exists() and not parent.is_dir():
-            raise ConfigError(f"cannot put {where} under {parent}: {parent} is a file; {another}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create the folder of {where} ({exc.strerror or exc}); {another}") from None
-    conn = None
-    try:
-        conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30.0)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA busy_timeout=30000")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute(SCHEMA)
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(generations)")}
-        if not columns >= COLUMNS:
-            raise DataError(f"{path} is not a selfrag cache (its 'generations' table differs); {another}")
-        if "format" not in columns:
-            # A cache from before the format column: its rows are format 1.
-            try:
-                conn.execute("ALTER TABLE generations ADD COLUMN format INTEGER NOT NULL DEFAULT 1")
-            except sqlite3.OperationalError as exc:
-                if "duplicate column" not in str(exc):  # another process added it first
-                    raise
-        conn.commit()
-        damage = _damage(conn)
-    except sqlite3.DatabaseError as exc:
-        if conn is not None:
-            conn.close()
-        if isinstance(exc, sqlite3.OperationalError):  # cannot open, read-only, locked ...
-            raise ConfigError(f"cannot use {where} ({exc}); check the path and its permissions") from None
-        if _is_sqlite_file(path):
-            raise _Damaged(str(exc)) from None
-        raise DataError(f"{where} is not an SQLite database ({exc}); delete it or {another}") from None
-    except DataError:
-        conn.close()
-        raise
-    if damage is not None:
-        conn.close()
-        raise _Damaged(damage)
-    return conn
-
-
-def _inode(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
+_ANOTHER = "give another --cache path (or cache.path)"
 
 
 class SQLiteCache:
@@ -206,23 +109,22 @@ class SQLiteCache:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._conn = _connect(self.path)
-        self._inode = _inode(self.path)
+        self._file = CacheFile(self.path, label="the LLM cache", fix=_ANOTHER, prepare=_prepare)
         self.hits = 0
         self.misses = 0
         self.dropped = 0  # undecodable rows deleted
-        self.replaced = 0  # damaged files moved aside while in use
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        return self._file.conn
+
+    @_conn.setter
+    def _conn(self, conn: sqlite3.Connection) -> None:
+        self._file.conn = conn
 
     def _damaged(self, exc: sqlite3.DatabaseError) -> None:
-        """A DatabaseError while in use (the lock held): move the file aside if it is ours and broken, reopen."""
-        if isinstance(exc, sqlite3.OperationalError):
-            raise exc  # locked, read-only, disk full: not damage
-        self._conn.close()
-        if _inode(self.path) == self._inode:  # another process may have replaced it already
-            move_aside(self.path, str(exc))
-        self._conn = _connect(self.path)
-        self._inode = _inode(self.path)
-        self.replaced += 1
+        """A DatabaseError while in use (the lock held): a damaged file is replaced by a fresh one."""
+        self._file.damaged(exc)
 
     def get(self, key: str) -> Generation | None:
         with self._lock:
@@ -288,7 +190,7 @@ class SQLiteCache:
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._file.close()
 
 
 class CachedBackend(RequestGenerator):
