@@ -87,3 +87,9 @@ def test_a_folder_given_as_the_config_is_named_as_one(tmp_path):
     (tmp_path / "configs").mkdir()
     with pytest.raises(ConfigError, match="is a folder; give a YAML file"):
         load_config(tmp_path / "configs")
+
+
+def test_yaml_nested_too_deep_is_one_line(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("run: " + "[" * 5000 + "]" * 5000 + "\n")
+    assert "not valid YAML (nested too deeply)" in run(config)

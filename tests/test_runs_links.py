@@ -97,3 +97,25 @@ def test_the_reader_checks_the_opened_file_not_the_name(tree, tmp_path):
         fifo.unlink()
     with pytest.raises(OutsideRoot):
         load_run(root / "via_ledger", within=root)
+
+
+@pytest.mark.server
+def test_odd_contents_of_a_run_are_a_refusal_or_a_reading_never_a_500(tree):
+    results = tree / "results"
+    real = results / "nested" / "a"
+    deep, odd = results / "deep", results / "odd"
+    for run in (deep, odd):
+        run.mkdir()
+        shutil.copy(real / "config.yaml", run / "config.yaml")
+    nest = "[" * 5000 + "]" * 5000
+    (deep / "summary.json").write_text(nest)
+    (deep / "predictions.jsonl").write_text('{"id": "x", "question": ' + nest + "}\n")
+    (odd / "predictions.jsonl").write_text('{"id": "s1", "question": "x \\ud800", "prediction": "y \\udfff"}\n')
+    with BackgroundServer(create_app(ServeSettings(runs_dir=results), None)) as srv:
+        table = httpx.get(f"{srv.url}/v1/runs/table", params={"run": "deep"}, timeout=30)
+        question = httpx.get(f"{srv.url}/v1/runs/question", params={"run": "odd", "id": "s1"}, timeout=30)
+    assert table.status_code == 400 and "nested more than 100 levels deep" in table.json()["error"]["message"]
+    assert question.status_code == 200 and question.json()["record"]["question"] == "x \ufffd"
+    from selfrag.cli.main import main
+
+    assert main(["analyze", str(deep)]) == 2  # one line (checked by the CLI's own tests), not a RecursionError

@@ -137,6 +137,17 @@ def test_a_model_reply_with_a_lone_surrogate_is_answered_not_cut(monkeypatch):
     assert sse_events(streamed.text)[-1][0] == "result"
 
 
+def test_a_model_reply_nested_too_deep_is_a_502_not_a_500(monkeypatch, caplog):
+    deep = "[" * 30000 + "]" * 30000
+    with ScriptedHTTPServer(lambda path, body, headers: (200, deep, {})) as upstream:
+        server = BackgroundServer(make_app(openai_answerer(upstream.url, monkeypatch)))
+        with caplog.at_level(logging.WARNING), server:
+            r = httpx.post(server.url + "/v1/ask", json={"question": QUESTION}, timeout=30)
+    assert r.status_code == 502 and r.json()["error"]["code"] == "backend_error"
+    assert "nested more than 100 levels deep" in caplog.text and "Traceback" not in caplog.text
+    assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
+
+
 # -- also seen: disconnects -----------------------------------------------------------------
 
 

@@ -124,6 +124,11 @@ def project(tmp_path) -> Path:
     (tmp_path / "questions.jsonl").write_text(
         json.dumps({"id": "q1", "question": "What is the capital?", "answers": ["Paris"]}) + "\n"
         + '{"id": "q2", "question": "x", "answers": ' + DEEP + "}\n")
+    (tmp_path / "surrogate_q.jsonl").write_text('{"id": "q1", "question": "x \\ud800", "answers": ["y"]}\n')
+    (tmp_path / "exp_sur.yaml").write_text("data: {dataset: jsonl, path: surrogate_q.jsonl}\n"
+                                           "architecture: {name: no_retrieval}\ncache: {enabled: false}\n")
+    (tmp_path / "deep_ix").mkdir()
+    (tmp_path / "deep_ix" / "manifest.json").write_text(DEEP)
     (tmp_path / "exp.yaml").write_text("data: {dataset: jsonl, path: questions.jsonl}\narchitecture: {name: no_retrieval}\n"
                                        "cache: {enabled: false}\n")
     return tmp_path
@@ -137,8 +142,11 @@ def project(tmp_path) -> Path:
         (["ask", "q", "--docs", "surrogate.jsonl", "--llm", "scripted:script.json"], "surrogate.jsonl:2: not valid JSON (a string holds the lone surrogate"),
         (["ask", "capital?", "--docs", "docs.jsonl", "--llm", "scripted:deep_script.json"], "deep_script.json: line 1: not valid JSON (nested more than"),
         (["run", "exp.yaml", "--llm", "scripted:script.json", "--no-progress", "--output", "out"], "questions.jsonl:2: not valid JSON (nested more than"),
+        (["run", "exp_sur.yaml", "--llm", "scripted:script.json", "--no-progress", "--output", "out"], "surrogate_q.jsonl:1: not valid JSON (a string holds the lone surrogate"),
+        (["index", "info", "deep_ix"], "manifest.json is corrupt"),
     ],
-    ids=["docs-jsonl", "index-build", "docs-surrogate", "scripted-file", "dataset-line"],
+    ids=["docs-jsonl", "index-build", "docs-surrogate", "scripted-file", "dataset-line", "dataset-surrogate",
+         "index-manifest"],
 )
 def test_a_deep_or_broken_line_in_a_file_is_one_line_naming_file_and_line(project, argv, expected):
     assert expected in one_line(selfrag_cli(*argv, cwd=project))
