@@ -32,7 +32,7 @@ from .defaults import Inherited, inherit
 from .errors import ConfigError
 from .methods.critique.augmentations import AugmentationsConfig
 from .redaction import redact
-from .validation import StrictModel, describe_error, parse_model
+from .validation import StrictModel, describe_error, parse_model, read_yaml_file
 
 
 class ExperimentSection(StrictModel):
@@ -220,22 +220,6 @@ class ExperimentConfig(StrictModel):
 # -- loading -----------------------------------------------------------------
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(data).__name__}")
-    return data
-
-
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(dict(base))
     for key, value in override.items():
@@ -260,7 +244,7 @@ def load_raw(path: str | Path, _chain: tuple[Path, ...] = ()) -> tuple[dict[str,
     if p in _chain:
         cycle = " -> ".join(str(c.name) for c in (*_chain, p))
         raise ConfigError(f"config inheritance cycle: {cycle}")
-    data = _read_yaml(p)
+    data = read_yaml_file(p)
     parent = data.pop("inherits", None)
     merged: dict[str, Any] = {}
     sources: dict[str, str] = {}
@@ -322,9 +306,31 @@ def _source_for(key: str, sources: Mapping[str, str]) -> str:
     return ""
 
 
+def _check_top_level(data: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+    """Refuse a top-level key that is neither a section nor a method's section, naming its file."""
+    from .methods.registry import available_methods
+
+    fixed = set(ExperimentConfig.model_fields) - {"methods"}
+    owners = {cls.section() for cls in available_methods().values()}
+    for key, value in data.items():
+        if key in fixed or key == "methods":
+            continue
+        where = _source_for(str(key), sources) or "config"
+        if key not in owners:
+            raise ConfigError(
+                f"unknown config key '{key}' (in {where}); top-level sections are "
+                f"{', '.join(sorted(fixed))} or a method section: {', '.join(sorted(owners))}"
+            )
+        if not isinstance(value, Mapping):
+            raise ConfigError(
+                f"config section '{key}' (in {where}) must be a mapping of its keys, got {type(value).__name__}"
+            )
+
+
 def validate(data: Mapping[str, Any], sources: Mapping[str, str] | None = None) -> ExperimentConfig:
     """Validate a merged mapping, including every method section present."""
     sources = sources or {}
+    _check_top_level(data, sources)
     try:
         cfg = ExperimentConfig.model_validate(dict(data))
     except ValidationError as exc:
@@ -340,15 +346,7 @@ def _validate_method_sections(cfg: ExperimentConfig, sources: Mapping[str, str])
     owners = {cls.section(): cls for cls in available_methods().values()}
     get_method_class(cfg.architecture.name)  # unknown method -> one-line error
     for section, values in cfg.methods.items():
-        cls = owners.get(section)
-        if cls is None:
-            raise ConfigError(
-                f"unknown config key '{section}' (in {_source_for(section, sources) or 'config'}); "
-                f"top-level sections are {', '.join(sorted(set(ExperimentConfig.model_fields) - {'methods'}))} "
-                f"or a method section: {', '.join(sorted(owners))}"
-            )
-        if not isinstance(values, Mapping):
-            raise ConfigError(f"config section '{section}' must be a mapping, got {type(values).__name__}")
+        cls = owners[section]  # unknown sections and non-mappings were refused by _check_top_level
         for key in values:
             if key not in cls.Config.model_fields:
                 src = _source_for(f"{section}.{key}", sources)

@@ -5,15 +5,21 @@ URL (``scheme://USERINFO@host``, whatever USERINFO holds: ``user:password``,
 a token, or a password with a raw ``@`` in it) become ``***``. Backend specs
 and embedding-model names are built with it, so they never hold a secret.
 :func:`redact_secrets` also hides strings that look like API keys
-(``sk-...``); log lines, error messages and files written to disk
-(``config.yaml``, ``summary.json``) go through it. :func:`redact` applies
-both to a nested mapping and also hides the values of secret-looking keys.
+(``sk-...``) and HTTP credentials a server may echo back in an error body
+(``Bearer <token>``, ``Basic <base64 of user:password>``); log lines, error
+messages and files written to disk (``config.yaml``, ``summary.json``) go
+through it. :func:`redact_values` also hides given secrets (a client's own
+key and password, and their base64 forms) wherever they appear. :func:`redact`
+applies :func:`redact_secrets` to a nested mapping and also hides the values
+of secret-looking keys.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 REDACTED = "***"
@@ -23,6 +29,10 @@ SECRET_MARKERS = ("api_key", "apikey", "secret", "password", "access_token", "au
 # first "/", "?", "#" or whitespace): the URL's userinfo.
 _USERINFO = re.compile(r"(?<=://)[^\s/?#]+@")
 _API_KEY = re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{8,}")
+# "Bearer <token>": a token of 8 or more token characters with a digit or a symbol in it,
+# so "bearer bonds" stays; "Basic <base64>": only when it decodes to "user:password".
+_BEARER = re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9\-._~+/]+=*)")
+_BASIC = re.compile(r"(?i)(\bbasic\s+)([A-Za-z0-9+/]{4,}={0,2})")
 
 
 def redact_url_credentials(text: str) -> str:
@@ -30,9 +40,47 @@ def redact_url_credentials(text: str) -> str:
     return _USERINFO.sub(f"{REDACTED}@", text) if "@" in text else text
 
 
+def _bearer(match: re.Match[str]) -> str:
+    token = match.group(2)
+    if len(token) >= 8 and re.search(r"[0-9\-._~+/=]", token):
+        return match.group(1) + REDACTED
+    return match.group()
+
+
+def _basic(match: re.Match[str]) -> str:
+    try:
+        decoded = base64.b64decode(match.group(2), validate=True)
+    except (binascii.Error, ValueError):
+        return match.group()
+    return match.group(1) + REDACTED if b":" in decoded else match.group()
+
+
 def redact_secrets(text: str) -> str:
-    """``text`` with URL credentials and API-key-looking strings replaced by ``***``."""
-    return _API_KEY.sub(REDACTED, redact_url_credentials(text))
+    """``text`` with URL credentials, API-key-looking strings and echoed auth headers replaced by ``***``."""
+    text = _API_KEY.sub(REDACTED, redact_url_credentials(text))
+    if "earer" in text or "EARER" in text:
+        text = _BEARER.sub(_bearer, text)
+    if "asic" in text or "ASIC" in text:
+        text = _BASIC.sub(_basic, text)
+    return text
+
+
+def secret_forms(secrets: Iterable[str | None], basic: tuple[str, str] | None = None) -> list[str]:
+    """The strings that give ``secrets`` away: each one, and for ``basic`` its password and base64 form."""
+    forms = [s for s in secrets if s]
+    if basic is not None:
+        user, password = basic
+        forms += [password, base64.b64encode(f"{user}:{password}".encode()).decode()]
+    # Longest first, so a secret that contains another is hidden whole; short ones would hide ordinary words.
+    return sorted({f for f in forms if len(f) >= 4}, key=len, reverse=True)
+
+
+def redact_values(text: str, forms: Iterable[str]) -> str:
+    """``text`` through :func:`redact_secrets`, with every string of ``forms`` also replaced by ``***``."""
+    for form in forms:
+        if form in text:
+            text = text.replace(form, REDACTED)
+    return redact_secrets(text)
 
 
 def _is_secret_key(key: Any) -> bool:

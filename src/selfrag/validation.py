@@ -1,20 +1,29 @@
-"""Typed configuration models and one-line validation errors.
+"""Typed configuration models, one-line validation errors, and checked JSON and text from outside.
 
 Every config section is a pydantic model that forbids unknown keys. A failure
 becomes a :class:`~selfrag.errors.ConfigError` naming the dotted key, where it
-came from, and what was expected.
+came from, and what was expected. :func:`read_yaml_file` reads a config
+file's mapping (a file that is not UTF-8, not YAML or empty is one line
+naming it). :func:`load_json` / :func:`decode_json`
+parse JSON a user, a client or a server wrote with bounded nesting and no
+lone surrogates; :func:`lone_surrogate` says why a string is not text.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .errors import ConfigError
 
 M = TypeVar("M", bound=BaseModel)
+_DECODER = json.JSONDecoder()
 
 
 class StrictModel(BaseModel):
@@ -69,3 +78,160 @@ def parse_model(model: type[M], data: Mapping[str, Any] | M | None, prefix: str 
 def off_when_false(value: Any) -> Any:
     """YAML reads a bare ``off`` as False: a setting whose modes include ``off`` takes it back."""
     return "off" if value is False else value
+
+
+def read_yaml_file(path: Path) -> dict[str, Any]:
+    """A config file's top-level mapping; one-line ConfigError for a file that is missing, not UTF-8,
+    not YAML, empty (or comments only) or not a mapping, naming the file."""
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a folder; give a YAML file (see configs/)")
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"config file {path}:{line} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read ({exc.strerror or exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid YAML (nested too deeply)") from None
+    if data is None:
+        # An empty or comment-only file would run the default experiment, which nobody means.
+        raise ConfigError(f"config file {path} is empty; give it at least one section (e.g. 'inherits: base.yaml')")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+# -- JSON and text from outside --------------------------------------------------------
+#
+# Python's json module recurses once per level of nesting: a line of a few thousand
+# "[" raises RecursionError (a traceback in the CLI, a 500 from the server), and a
+# string may hold a lone UTF-16 surrogate ("\ud800") that no UTF-8 writer, SQLite or
+# HTTP client can encode later. Every reader of JSON that a user, a client or another
+# server wrote parses it with load_json / decode_json, which turn both into a
+# json.JSONDecodeError (so callers' existing "not valid JSON" handling names the
+# file and line) or, with surrogates="replace", put U+FFFD in place of the surrogate.
+
+MAX_JSON_DEPTH = 100  # arrays and objects inside each other; real data stays far below
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+def _too_deep(text: str, start: int, max_depth: int) -> json.JSONDecodeError:
+    """The error for nesting over ``max_depth``, at the bracket that goes too deep."""
+    depth, pos = 0, start
+    for match in _BRACKETS.finditer(text, start):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > max_depth:
+                pos = match.start()
+                break
+        elif token in "]}":
+            depth -= 1
+            if depth <= 0:
+                break
+    return json.JSONDecodeError(f"nested more than {max_depth} levels deep", text, pos)
+
+
+def _depth_exceeded(value: Any, max_depth: int) -> bool:
+    """Whether ``value`` nests lists and dicts more than ``max_depth`` deep (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > max_depth:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def _replace_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_replace_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _first_surrogate(value: Any) -> str | None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if match := _SURROGATE.search(item):
+                return match.group()
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def decode_json(
+    text: str, pos: int = 0, *, max_depth: int = MAX_JSON_DEPTH, surrogates: str = "error"
+) -> tuple[Any, int]:
+    """One JSON value from ``text`` at ``pos`` (as ``JSONDecoder.raw_decode``), checked.
+
+    Raises json.JSONDecodeError for bad JSON, nesting deeper than ``max_depth``,
+    and (``surrogates="error"``) a string holding a lone surrogate; with
+    ``surrogates="replace"`` such a surrogate becomes U+FFFD instead.
+    """
+    try:
+        value, end = _DECODER.raw_decode(text, pos)
+    except RecursionError:
+        raise _too_deep(text, pos, max_depth) from None
+    segment_brackets = text.count("[", pos, end) + text.count("{", pos, end)
+    if segment_brackets > max_depth and isinstance(value, (dict, list)) and _depth_exceeded(value, max_depth):
+        raise _too_deep(text, pos, max_depth)
+    if _SURROGATE_ESCAPE.search(text, pos, end) or _SURROGATE.search(text, pos, end):
+        if surrogates == "replace":
+            value = _replace_surrogates(value)
+        elif (found := _first_surrogate(value)) is not None:
+            where = text.find(f"\\u{ord(found):04x}", pos, end)
+            where = text.lower().find(f"\\u{ord(found):04x}", pos, end) if where < 0 else where
+            raise json.JSONDecodeError(
+                f"a string holds the lone surrogate \\u{ord(found):04x}, which is not a character; "
+                "write valid Unicode text", text, max(where, pos))
+    return value, end
+
+
+def load_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, surrogates: str = "error") -> Any:
+    """``json.loads`` with the checks of :func:`decode_json` (bytes must be UTF-8: UnicodeDecodeError otherwise)."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8")
+    start = len(text) - len(text.lstrip(" \t\n\r"))
+    value, end = decode_json(text, start, max_depth=max_depth, surrogates=surrogates)
+    if text[end:].strip(" \t\n\r"):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
+
+
+def lone_surrogate(text: str) -> str | None:
+    """Why ``text`` cannot be encoded as UTF-8, or None when it can.
+
+    A command-line argument holding a byte that is not UTF-8 reaches Python as a
+    surrogate (U+DC80..U+DCFF, "surrogateescape"); JSON can carry any other lone one.
+    """
+    match = _SURROGATE.search(text)
+    if match is None:
+        return None
+    code = ord(match.group())
+    at = match.start() + 1
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"byte 0x{code - 0xDC00:02x} at character {at} is not UTF-8"
+    return f"character {at} is the lone surrogate \\u{code:04x}, which is not a character"

@@ -29,6 +29,7 @@ from ..errors import DataError
 from ..retrieval.base import Retriever
 from ..retrieval.store import read_documents
 from ..types import Document
+from ..validation import load_json
 
 Qrels = dict[str, dict[str, int]]
 CUTOFFS = {"ndcg@10": ("ndcg", 10), "recall@10": ("recall", 10), "recall@100": ("recall", 100)}
@@ -78,7 +79,7 @@ def read_queries(path: str | Path) -> dict[str, str]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = load_json(line)
                 out[str(row["_id"])] = str(row["text"])
             except (json.JSONDecodeError, KeyError, TypeError):
                 raise DataError(f"{p}:{lineno}: expected a JSON object with '_id' and 'text'") from None

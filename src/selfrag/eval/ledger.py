@@ -30,7 +30,8 @@ from typing import Any
 
 from ..llm.base import CallObserver
 from ..types import Generation
-from .results import writing
+from ..validation import load_json
+from .results import check_within, read_bytes, writing
 
 LEDGER_FILE = "ledger.jsonl"
 # The question whose answer the current task is working on (copied into tasks a method starts).
@@ -43,14 +44,15 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def read_ledger(path: Path) -> list[dict[str, Any]]:
-    """Every complete event of a ledger (a line torn by a kill is skipped)."""
+def read_ledger(path: Path, within: Path | None = None) -> list[dict[str, Any]]:
+    """Every complete event of a ledger (a line torn by a kill is skipped; ``within``: see read_bytes)."""
     if not path.is_file():
+        check_within(path, within)
         return []
     events = []
-    for line in path.read_bytes().split(b"\n"):
+    for line in read_bytes(path, within).split(b"\n"):
         try:
-            event = json.loads(line) if line.strip() else None
+            event = load_json(line, surrogates="replace") if line.strip() else None
         except (json.JSONDecodeError, UnicodeDecodeError):
             continue
         if isinstance(event, dict) and isinstance(event.get("session"), int):

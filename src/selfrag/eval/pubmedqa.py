@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import DataError
 from ..types import Document, Question, QuestionType
+from ..validation import load_json
 from .choices import YES_NO_MAYBE
 from .records import InvalidRecord, RecordErrors, iter_json_object, need_object, need_str, str_list
 
@@ -57,7 +58,7 @@ def _test_ids(path: Path) -> set[str]:
     if not truth.is_file():
         raise DataError(f"data.split needs {truth} (the official test ids) next to {path.name}")
     try:
-        data = json.loads(truth.read_text(encoding="utf-8"))
+        data = load_json(truth.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise DataError(f"{truth}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     if not isinstance(data, dict):

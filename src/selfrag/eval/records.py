@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
-
-_DECODER = json.JSONDecoder()
+from ..validation import decode_json, load_json
 
 
 class InvalidRecord(ValueError):
@@ -67,7 +66,7 @@ def _syntax_error(path: Path, text: str, pos: int, what: str) -> DataError:
 
 def _decode(path: Path, text: str, pos: int) -> tuple[Any, int]:
     try:
-        return _DECODER.raw_decode(text, pos)
+        return decode_json(text, pos)
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
 
@@ -78,7 +77,7 @@ def iter_json_lines(path: Path, errors: RecordErrors) -> Iterator[tuple[int, Any
         if not line.strip():
             continue
         try:
-            yield lineno, json.loads(line)
+            yield lineno, load_json(line)
         except json.JSONDecodeError as exc:
             errors.invalid(path, lineno, f"not valid JSON ({exc.msg})")
 

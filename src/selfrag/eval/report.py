@@ -21,6 +21,7 @@ from .results import (
     PREDICTIONS_FILE,
     SUMMARY_FILE,
     check_run_dir,
+    check_within,
     read_json,
     read_predictions,
     unique_records,
@@ -31,23 +32,32 @@ BREAKDOWNS = (("by_type", "question type"), ("by_level", "level"), ("by_subject"
               ("by_retrieval", "retrieval decision"))
 
 
-def load_run(run_dir: str | Path, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+def load_run(
+    run_dir: str | Path, warn: Callable[[str], None] | None = None, within: Path | None = None
+) -> dict[str, Any]:
     """The run's summary, recomputed from its predictions and its ledger.
 
     A predictions file that repeats question ids (two processes once wrote to
     the run) is read with one record per id, the first answer (as ``--resume``
-    keeps); ``warn`` gets one line saying so.
+    keeps); ``warn`` gets one line saying so. With ``within`` (a resolved
+    folder), a file of the run whose real path is outside it is refused
+    (:class:`~selfrag.eval.results.OutsideRoot`), never read.
     """
-    path = check_run_dir(Path(run_dir))
-    summary = read_json(path / SUMMARY_FILE) if (path / SUMMARY_FILE).is_file() else {"run_id": path.name}
-    lines = read_predictions(path / PREDICTIONS_FILE)
+    path = check_run_dir(Path(run_dir), within)
+    summary_path = path / SUMMARY_FILE
+    if summary_path.is_file():
+        summary = read_json(summary_path, within)
+    else:
+        check_within(summary_path, within)
+        summary = {"run_id": path.name}
+    lines = read_predictions(path / PREDICTIONS_FILE, within)
     records, repeated = unique_records(lines)
     if repeated and warn is not None:
         warn(f"{path / PREDICTIONS_FILE} repeats {len(repeated)} question id(s) (e.g. {repeated[0]}); "
              "counting the first answer of each, as --resume keeps")
     n_questions = summary.get("n_questions") or len(records)
     summary.update(summarize(records, n_questions))
-    events = read_ledger(path / LEDGER_FILE)
+    events = read_ledger(path / LEDGER_FILE, within)
     if events:
         totals = account(events, records)
         cache = {**(summary.get("cache") or {}), **totals.pop("cache")}

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import re
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,10 +30,13 @@ from ..config import redact
 from ..errors import DataError
 from ..serialize import to_jsonable
 from ..types import Question, RAGResponse
+from ..validation import load_json
 
 CONFIG_FILE = "config.yaml"
 PREDICTIONS_FILE = "predictions.jsonl"
 SUMMARY_FILE = "summary.json"
+# Every file of a run a reader opens (ledger.jsonl: selfrag.eval.ledger.LEDGER_FILE).
+RUN_FILES = (CONFIG_FILE, PREDICTIONS_FILE, SUMMARY_FILE, "ledger.jsonl")
 
 log = logging.getLogger(__name__)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -165,11 +169,55 @@ class PredictionWriter:
         self._fh.close()
 
 
-def read_predictions(path: Path) -> list[dict[str, Any]]:
+class OutsideRoot(DataError):
+    """A file of a run links out of the folder it may be read from (the server's ``--runs``)."""
+
+
+def _real_path(fd: int, path: Path) -> Path:
+    """Where the open file ``fd`` really is (links followed), from the kernel when it can say."""
+    proc = Path(f"/proc/self/fd/{fd}")
+    try:
+        return Path(os.readlink(proc))
+    except OSError:
+        return path.resolve()
+
+
+def read_bytes(path: Path, within: Path | None = None) -> bytes:
+    """The bytes of a run's file; with ``within``, only a regular file whose real path is inside it.
+
+    Every reader of a run's files (summary, predictions, ledger, config) goes
+    through here, so a server showing the runs under a folder never reads what a
+    symbolic link inside a run points to elsewhere. The check is made on the
+    opened file itself, so swapping a link in between cannot get around it; a
+    FIFO or device is refused without blocking on it.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        if within is not None:
+            real = _real_path(fd, path)
+            if not real.is_relative_to(within):
+                raise OutsideRoot(f"{path.name} of run {path.parent.name} links outside the runs folder; refused")
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OutsideRoot(f"{path.name} of run {path.parent.name} is not a regular file; refused")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
+def check_within(path: Path, within: Path | None) -> None:
+    """Refuse (:class:`OutsideRoot`) a file whose real path is not inside ``within``; None: no check."""
+    if within is not None and path.exists() and not path.resolve().is_relative_to(within):
+        raise OutsideRoot(f"{path.name} of run {path.parent.name} links outside the runs folder; refused")
+
+
+def read_predictions(path: Path, within: Path | None = None) -> list[dict[str, Any]]:
     """Every complete, valid line of a predictions file (a torn last line is ignored)."""
     if not path.is_file():
+        check_within(path, within)
         return []
-    records, _ = _parse(path.read_bytes(), path)
+    records, _ = _parse(read_bytes(path, within), path)
     return records
 
 
@@ -182,7 +230,7 @@ def _parse(raw: bytes, path: Path) -> tuple[list[dict[str, Any]], int]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = load_json(line, surrogates="replace")
         except (json.JSONDecodeError, UnicodeDecodeError):
             obj = None
         if not isinstance(obj, dict) or "id" not in obj:
@@ -257,19 +305,23 @@ def write_json(path: Path, data: Any) -> None:
         os.replace(tmp, path)
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path, within: Path | None = None) -> Any:
+    """A run's JSON file (``within``: see :func:`read_bytes`)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return load_json(read_bytes(path, within), surrogates="replace")
     except FileNotFoundError:
         raise DataError(f"{path} not found; is {path.parent} a run directory?") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
 
 
-def check_run_dir(path: Path) -> Path:
+def check_run_dir(path: Path, within: Path | None = None) -> Path:
     path = Path(path).expanduser()
     if not path.is_dir():
         raise DataError(f"run directory not found: {path}")
     if not (path / CONFIG_FILE).is_file():
         raise DataError(f"{path} is not a run directory (no {CONFIG_FILE})")
+    check_within(path / CONFIG_FILE, within)
     return path

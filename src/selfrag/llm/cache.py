@@ -14,6 +14,14 @@ format (written by another selfrag version) is a miss, and a row that cannot
 be decoded is a miss that is deleted (logged once per cache): the call is made
 again and its answer replaces the row, so a damaged entry never fails a
 question twice.
+
+A damaged file (an SQLite header over pages that ``PRAGMA quick_check``
+finds broken when the cache is opened, or any ``sqlite3.DatabaseError`` while
+it is used) is moved aside to ``PATH.damaged-<time>`` with one warning line,
+and a fresh cache takes its place (:mod:`.sqlite_file`): a cache only saves
+calls, so losing it costs time and money, never a question. A file that is
+not an SQLite database at all (no SQLite header: perhaps the user's own file)
+is never moved; it is a one-line error.
 """
 
 from __future__ import annotations
@@ -29,10 +37,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, DataError
+from ..errors import DataError
 from ..redaction import redact_secrets
 from ..types import Generation, TokenLogprobs
+from ..validation import load_json
 from .base import LLMRequest, RequestGenerator
+from .sqlite_file import CacheFile
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +73,7 @@ def generation_to_json(gen: Generation) -> str:
 
 def generation_from_json(text: str | bytes) -> Generation:
     """Decode a stored response; ValueError, TypeError or KeyError when it is not one."""
-    data = json.loads(text)
+    data = load_json(text, surrogates="replace")
     if not isinstance(data, dict) or not isinstance(data.get("text"), str):
         raise ValueError("not a stored generation (no text)")
     if data.get("logprobs") is not None:
@@ -71,47 +81,26 @@ def generation_from_json(text: str | bytes) -> Generation:
     return Generation(**data)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    """Open (or create) the cache file, with one-line errors for paths that cannot be one."""
-    where = f"the LLM cache {path}"
-    another = "give another --cache path (or cache.path)"
-    if path.is_dir():
-        raise ConfigError(f"{where} is a folder; give a file path such as {path / 'cache.db'} (--cache PATH or cache.path)")
-    for parent in path.parents:
-        if parent.exists() and not parent.is_dir():
-            raise ConfigError(f"cannot put {where} under {parent}: {parent} is a file; {another}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create the folder of {where} ({exc.strerror or exc}); {another}") from None
-    conn = None
-    try:
-        conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30.0)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA busy_timeout=30000")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute(SCHEMA)
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(generations)")}
-        if not columns >= COLUMNS:
-            raise DataError(f"{path} is not a selfrag cache (its 'generations' table differs); {another}")
-        if "format" not in columns:
-            # A cache from before the format column: its rows are format 1.
-            try:
-                conn.execute("ALTER TABLE generations ADD COLUMN format INTEGER NOT NULL DEFAULT 1")
-            except sqlite3.OperationalError as exc:
-                if "duplicate column" not in str(exc):  # another process added it first
-                    raise
-        conn.commit()
-    except sqlite3.DatabaseError as exc:
-        if conn is not None:
-            conn.close()
-        if isinstance(exc, sqlite3.OperationalError):  # cannot open, read-only, locked ...
-            raise ConfigError(f"cannot use {where} ({exc}); check the path and its permissions") from None
-        raise DataError(f"{where} is not an SQLite database ({exc}); delete it or {another}") from None
-    except DataError:
-        conn.close()
-        raise
-    return conn
+def _prepare(conn: sqlite3.Connection) -> None:
+    """The generations table (a cache from before the format column gets it: its rows are format 1)."""
+    conn.execute(SCHEMA)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(generations)")}
+    if not columns >= COLUMNS:
+        raise DataError(f"{_file_of(conn)} is not a selfrag cache (its 'generations' table differs); {_ANOTHER}")
+    if "format" not in columns:
+        try:
+            conn.execute("ALTER TABLE generations ADD COLUMN format INTEGER NOT NULL DEFAULT 1")
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc):  # another process added it first
+                raise
+
+
+def _file_of(conn: sqlite3.Connection) -> str:
+    """The file an open connection uses."""
+    return str(conn.execute("PRAGMA database_list").fetchone()[2])
+
+
+_ANOTHER = "give another --cache path (or cache.path)"
 
 
 class SQLiteCache:
@@ -120,14 +109,30 @@ class SQLiteCache:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._conn = _connect(self.path)
+        self._file = CacheFile(self.path, label="the LLM cache", fix=_ANOTHER, prepare=_prepare)
         self.hits = 0
         self.misses = 0
         self.dropped = 0  # undecodable rows deleted
 
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        return self._file.conn
+
+    @_conn.setter
+    def _conn(self, conn: sqlite3.Connection) -> None:
+        self._file.conn = conn
+
+    def _damaged(self, exc: sqlite3.DatabaseError) -> None:
+        """A DatabaseError while in use (the lock held): a damaged file is replaced by a fresh one."""
+        self._file.damaged(exc)
+
     def get(self, key: str) -> Generation | None:
         with self._lock:
-            row = self._conn.execute("SELECT response, format FROM generations WHERE key = ?", (key,)).fetchone()
+            try:
+                row = self._conn.execute("SELECT response, format FROM generations WHERE key = ?", (key,)).fetchone()
+            except sqlite3.DatabaseError as exc:
+                self._damaged(exc)
+                return None
         if row is None:
             return None
         response, fmt = row
@@ -142,8 +147,11 @@ class SQLiteCache:
     def _drop(self, key: str, response: Any, reason: Exception) -> None:
         with self._lock:
             # Only the bad row: a good answer written meanwhile by another process stays.
-            self._conn.execute("DELETE FROM generations WHERE key = ? AND response = ?", (key, response))
-            self._conn.commit()
+            try:
+                self._conn.execute("DELETE FROM generations WHERE key = ? AND response = ?", (key, response))
+                self._conn.commit()
+            except sqlite3.DatabaseError as exc:
+                self._damaged(exc)
             self.dropped += 1
             first = self.dropped == 1
         log.log(
@@ -156,31 +164,33 @@ class SQLiteCache:
         )
 
     def put(self, key: str, backend_spec: str, request: LLMRequest, gen: Generation) -> None:
+        row = (key, redact_secrets(backend_spec), json.dumps(request.as_dict()), generation_to_json(gen),
+               time.time(), FORMAT)
+        insert = ("INSERT OR REPLACE INTO generations (key, backend, request, response, created, format) "
+                  "VALUES (?, ?, ?, ?, ?, ?)")
         with self._lock:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO generations (key, backend, request, response, created, format) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    key,
-                    redact_secrets(backend_spec),
-                    json.dumps(request.as_dict()),
-                    generation_to_json(gen),
-                    time.time(),
-                    FORMAT,
-                ),
-            )
-            self._conn.commit()
+            try:
+                self._conn.execute(insert, row)
+                self._conn.commit()
+            except sqlite3.DatabaseError as exc:
+                self._damaged(exc)
+                self._conn.execute(insert, row)
+                self._conn.commit()
 
     def __len__(self) -> int:
         with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
+            try:
+                return int(self._conn.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
+            except sqlite3.DatabaseError as exc:
+                self._damaged(exc)
+                return 0
 
     def stats(self) -> dict[str, int]:
         return {"hits": self.hits, "misses": self.misses, "dropped": self.dropped, "entries": len(self)}
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._file.close()
 
 
 class CachedBackend(RequestGenerator):

@@ -17,9 +17,11 @@ from typing import Any
 import httpx
 
 from ..errors import BackendError
-from ..redaction import redact_secrets
+from ..redaction import redact_secrets, redact_values, secret_forms
+from ..validation import load_json
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+_SECRET_HEADERS = {"authorization", "x-api-key", "api-key", "proxy-authorization"}
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -40,11 +42,16 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def _json(response: httpx.Response) -> Any:
+    """The body as JSON (bounded nesting; a lone surrogate becomes U+FFFD); ValueError when it is not."""
+    return load_json(response.content, surrogates="replace")
+
+
 def provider_message(response: httpx.Response) -> str:
     """The error message the provider put in its body, or the start of the body."""
     try:
-        body = response.json()
-    except (json.JSONDecodeError, ValueError):
+        body = _json(response)
+    except ValueError:  # not JSON, not UTF-8, nested too deep
         return " ".join(response.text.split())[:300] or response.reason_phrase
     if isinstance(body, dict):
         err = body.get("error", body)
@@ -80,6 +87,9 @@ class HTTPTransport:
         self._label = label
         self._auth = httpx.BasicAuth(*auth) if auth is not None else None
         self._unauthorized_hint = unauthorized_hint
+        # What a server echoing our request back could reveal: hidden in every error message.
+        keys = [v for k, v in headers.items() if k.lower() in _SECRET_HEADERS]
+        self._secrets = secret_forms([*keys, *(v.partition(" ")[2] for v in keys)], auth)
         self._client: httpx.AsyncClient | None = None
 
     def _get_client(self) -> httpx.AsyncClient:
@@ -111,7 +121,7 @@ class HTTPTransport:
             ) from exc
         if response.status_code >= 400:
             status = response.status_code
-            message = redact_secrets(provider_message(response))
+            message = redact_values(provider_message(response), self._secrets)
             if status in (401, 403) and self._unauthorized_hint:
                 message += f" ({self._unauthorized_hint})"
             raise BackendError(
@@ -121,15 +131,17 @@ class HTTPTransport:
                 retry_after=parse_retry_after(response.headers.get("retry-after")),
             )
         try:
-            data = response.json()
-        except (json.JSONDecodeError, ValueError) as exc:
+            data = _json(response)
+        except ValueError as exc:  # not JSON, not UTF-8, nested too deep
+            shown = redact_values(response.text[:200], self._secrets)
             raise BackendError(
-                f"{self._label}: the server answered with something that is not JSON: "
-                f"{response.text[:200]!r}",
+                f"{self._label}: the server answered with something that is not JSON "
+                f"({getattr(exc, 'msg', type(exc).__name__)}): {shown!r}",
                 is_retryable=True,
-            ) from exc
+            ) from None
         if not isinstance(data, dict):
-            raise BackendError(f"{self._label}: unexpected response shape: {str(data)[:200]}")
+            shown = redact_values(str(data)[:200], self._secrets)
+            raise BackendError(f"{self._label}: unexpected response shape: {shown}")
         return data
 
     async def aclose(self) -> None:

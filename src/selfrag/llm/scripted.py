@@ -40,6 +40,7 @@ from typing import Any
 
 from ..errors import BackendError, ConfigError, DataError, ScriptExhaustedError
 from ..types import Generation, TokenLogprobs
+from ..validation import load_json
 from .base import BackendKind, BaseBackend, LLMRequest, approx_token_count
 
 _RESPONSE_KEYS = {
@@ -122,7 +123,7 @@ class ScriptedBackend(BaseBackend):
             raise DataError(f"scripted LLM file not found: {p} (give a JSON list or object of responses)")
         raw = p.read_bytes()
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = load_json(raw)
         except UnicodeDecodeError:
             raise DataError(f"{p}: not UTF-8 text; give a JSON list or object of responses") from None
         except json.JSONDecodeError as exc:

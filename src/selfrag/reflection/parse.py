@@ -9,12 +9,16 @@ say so in its trace.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+# json_objects and first_json_object live in .json_objects; importers of this module get them here too.
+from .json_objects import first_json_object as first_json_object
+from .json_objects import json_objects as json_objects
+from .tokens import QUOTED_TAG
 
 # Text labels of the tagged critiques (combined and fused modes).
 RELEVANT, IRRELEVANT = "relevant", "irrelevant"
@@ -35,12 +39,13 @@ JSON_DEFAULTS: dict[str, Any] = {
 _WORDS = re.compile(r"[a-z]+")
 # "[IsRel]", "[Is_Sup]", and the bare "IsRel" / "IsSup:" small models write when they drop
 # the brackets (Qwen2.5 1.5B: "Terry Richardson IsRel: relevant IsSup: fully supported").
+# "(IsSup)", neutralize()'s form of a planted tag, is matched first: a quote, no verdict.
 _TAG = re.compile(
-    r"(?:\[\s*is\s*_?\s*(?P<bracketed>rel|sup|use)\s*\]|\bis_?(?P<bare>rel|sup|use)\b)\s*:?", re.IGNORECASE
+    rf"(?:(?P<quoted>{QUOTED_TAG})|\[\s*is\s*_?\s*(?P<bracketed>rel|sup|use)\s*\]|\bis_?(?P<bare>rel|sup|use)\b)\s*:?",
+    re.IGNORECASE,
 )
 _SCALE = re.compile(r"\(?\s*1\s*(?:-|–|to)\s*5\s*\)?", re.IGNORECASE)
 _DIGIT = re.compile(r"(?<!\d)([1-5])(?!\d)")
-_MAX_JSON_STARTS = 64
 
 
 class Parsed(NamedTuple):
@@ -124,16 +129,18 @@ def split_tagged(text: str) -> tuple[str, dict[str, list[str]]]:
     then the verdicts), with a leading "Answer:" and leftover markup removed;
     it is empty when the output starts with a tag. Whatever follows the first
     tag is never part of the answer, so a verdict block followed by quoted
-    passage text does not become the answer. Returns ``(answer, {"rel"|"sup"|
-    "use": [values in order]})``.
+    passage text does not become the answer. A quoted ``(IsSup)`` (a planted
+    tag, neutralised) ends the answer and the value before it and gives no
+    verdict. Returns ``(answer, {"rel"|"sup"|"use": [values in order]})``.
     """
     text = _text(text).strip()
     values: dict[str, list[str]] = {}
     tags = list(_TAG.finditer(text))
     for i, tag in enumerate(tags):
+        if (name := tag.group("bracketed") or tag.group("bare")) is None:
+            continue  # a quoted "(IsSup)": no verdict
         end = tags[i + 1].start() if i + 1 < len(tags) else len(text)
         value = text[tag.end() : end].split("\n", 1)[0]
-        name = tag.group("bracketed") or tag.group("bare")
         values.setdefault(name.lower(), []).append(value.strip())
     head = text[: tags[0].start()] if tags else text
     lines = [ln.strip() for ln in head.split("\n") if re.search(r"\w", ln)]
@@ -252,54 +259,6 @@ def parse_utility(text: str) -> Parsed:
 
 
 # -- separate mode: JSON verdicts ---------------------------------------------
-
-
-def _relaxed(text: str) -> str:
-    """Python-style dicts as JSON (single quotes, True/False/None)."""
-    text = text.replace("'", '"')
-    return re.sub(
-        r"\b(True|False|None)\b",
-        lambda m: {"True": "true", "False": "false"}.get(m[1], "null"),
-        text,
-    )
-
-
-def json_objects(text: str, limit: int = 8) -> list[dict[str, Any]]:
-    """The top-level ``{...}`` objects in ``text`` that decode to JSON objects, in order.
-
-    Code fences and surrounding prose are skipped; an object nested in another
-    is part of it, not a separate one. If nothing decodes, the text is retried
-    with single quotes and Python literals turned into JSON.
-    """
-    text = _text(text)
-    decoder = json.JSONDecoder()
-    candidates = [text]
-    relaxed = _relaxed(text)
-    if relaxed != text:
-        candidates.append(relaxed)
-    for attempt in candidates:
-        found: list[dict[str, Any]] = []
-        start = attempt.find("{")
-        tries = 0
-        while start != -1 and tries < _MAX_JSON_STARTS and len(found) < limit:
-            tries += 1
-            try:
-                obj, end = decoder.raw_decode(attempt, start)
-            except (ValueError, RecursionError):
-                start = attempt.find("{", start + 1)
-                continue
-            if isinstance(obj, dict):
-                found.append(obj)
-            start = attempt.find("{", end)
-        if found:
-            return found
-    return []
-
-
-def first_json_object(text: str) -> dict[str, Any] | None:
-    """The first object :func:`json_objects` finds, else None."""
-    objects = json_objects(text, limit=1)
-    return objects[0] if objects else None
 
 
 def _field(obj: Mapping[str, Any] | None, key: str) -> tuple[bool, Any]:

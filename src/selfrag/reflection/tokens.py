@@ -124,18 +124,37 @@ _MARKER = re.compile(
     r"utility\s*:\s*\d)\s*)\]",
     re.IGNORECASE,
 )
+# A critique tag in parentheses: the neutral form, which the critique parsers
+# (selfrag.reflection.parse) read as a quote, never as a verdict.
+QUOTED_TAG = r"\(\s*is\s*_?\s*(?:rel|sup|use)\s*\)"
+# A critique tag without brackets ("IsSup: fully supported"), as small models write
+# their own verdicts and as a passage can plant one.
+BARE_TAG = r"\bis_?(?:rel|sup|use)\b"
+_NEUTRAL = re.compile(
+    f"(?P<marker>{_MARKER.pattern})|(?P<quoted>{QUOTED_TAG})|(?P<bare>{BARE_TAG})", re.IGNORECASE
+)
 _INSTRUCTION_MARK = re.compile(r"^(\s*)###(?=\s*(?:instruction|response)\s*:)", re.IGNORECASE | re.MULTILINE)
+
+
+def _neutral(match: re.Match[str]) -> str:
+    if match.group("marker") is not None:
+        return f"({match.group(2)})"
+    if match.group("quoted") is not None:
+        return match.group()
+    return f"({match.group()})"
 
 
 def neutralize(text: str) -> str:
     """Untrusted text (a passage, a question) with selfrag's own markers defanged.
 
-    ``[Relevant]`` becomes ``(Relevant)``, ``[IsSup]`` becomes ``(IsSup)``, and a
-    line starting ``### Response:`` loses its hashes, so text planted in a
-    passage can neither become a reflection token of a fine-tuned model nor be
-    read back as a critique tag when the model quotes it. Ordinary text is unchanged.
+    ``[Relevant]`` becomes ``(Relevant)``, ``[IsSup]`` and a bare ``IsSup``
+    become ``(IsSup)``, and a line starting ``### Response:`` loses its hashes,
+    so text planted in a passage can neither become a reflection token of a
+    fine-tuned model nor be read back as a critique verdict when the model
+    quotes it: the parsers take a parenthesised tag for a quote. Ordinary text
+    is unchanged.
     """
-    text = _MARKER.sub(lambda m: f"({m.group(1)})", text)
+    text = _NEUTRAL.sub(_neutral, text)
     return _INSTRUCTION_MARK.sub(r"\1", text)
 
 

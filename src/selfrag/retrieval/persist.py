@@ -3,8 +3,9 @@
 ``save_index(retriever, dir)`` writes the retriever's own files plus
 ``manifest.json`` (a selfrag marker, the retriever, its parameters, embedding
 model, document count, corpus checksum and the sha256 of every file it wrote);
-it builds in a temporary sibling directory and swaps it in, so an interrupted
-rebuild never leaves a half-written index. It only ever replaces a directory
+it builds in a temporary sibling directory and swaps it in in one step
+(:mod:`.swap`), so an interrupted or killed rebuild never leaves a half-written
+or missing index. It only ever replaces a directory
 that is a selfrag index (a selfrag manifest and nothing but the files that
 retriever writes) or an empty one; anything else is refused untouched.
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
 import shutil
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -29,6 +29,8 @@ from typing import Any
 
 from ..errors import DataError, SelfragError
 from ..types import Document
+from ..validation import load_json
+from . import swap
 from .base import Retriever
 from .registry import available_retrievers, find_kind
 
@@ -82,7 +84,7 @@ def rebuild_command(path: str | Path, retriever: str | None, embedding_model: st
 def read_index_json(path: Path, index: Path) -> dict[str, Any]:
     """A JSON object file of a saved index, or a one-line DataError naming the file and the fix."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = load_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataError(f"index {index} is damaged: {path.name} is missing; rebuild it with 'selfrag index build'") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -161,12 +163,14 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     """The manifest of the index at ``path``; a one-line DataError when it is not a selfrag index."""
     p = Path(path) / MANIFEST
     if not p.is_file():
+        swap.recover(Path(path).expanduser().absolute())  # a rebuild killed mid-swap: put the old index back
+    if not p.is_file():
         raise DataError(
             f"{Path(path)} is not a selfrag index (no {MANIFEST}); build one with "
             "'selfrag index build --docs PATH --retriever bm25 --out DIR'"
         )
     try:
-        manifest = json.loads(p.read_text(encoding="utf-8"))
+        manifest = load_json(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         raise DataError(f"{p} is corrupt; rebuild the index with 'selfrag index build'") from None
     problem = _manifest_problem(manifest)
@@ -197,7 +201,7 @@ def check_replaceable(out: Path) -> None:
     if MANIFEST not in files:
         raise _not_an_index(out, f"no {MANIFEST}; it holds {(files or folders or other)[0]}")
     try:
-        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+        manifest = load_json((out / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         raise _not_an_index(out, f"its {MANIFEST} is not valid JSON") from None
     if _manifest_problem(manifest):
@@ -240,17 +244,6 @@ def check_build_paths(out: str | Path, source: str | Path | None = None) -> Path
 # -- saving and loading -------------------------------------------------------------------
 
 
-def _fresh_dir(parent: Path, prefix: str) -> Path:
-    """A new, empty directory ``parent/prefix<random>`` (with the usual permissions, unlike mkdtemp's 0700)."""
-    while True:
-        candidate = parent / f"{prefix}{secrets.token_hex(4)}"
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            continue
-
-
 def save_index(
     retriever: Retriever,
     path: str | Path,
@@ -279,8 +272,11 @@ def save_index(
         **(extra or {}),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    swap.recover(out)  # a rebuild killed mid-swap: put its old index back first
     # A fresh, uniquely named directory, so nothing of the user's is ever removed here.
-    tmp = _fresh_dir(out.parent, f".{out.name}.building-")
+    tmp = swap.work_dir(out, "building")
+    swap.remove_stale(out, started, keep=tmp)
     try:
         retriever.save(tmp)
         files, _, other = _walk(tmp)
@@ -289,23 +285,8 @@ def save_index(
             raise RuntimeError(f"{retriever.name}.save wrote {unexpected[0]}, not in INDEX_FILES[{retriever.name!r}]")
         manifest["files"] = {f: file_sha256(tmp / f) for f in files}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-        check_replaceable(out)  # again: the directory may have changed while the index was built
-        if out.exists():
-            attic = _fresh_dir(out.parent, f".{out.name}.old-")
-            try:
-                out.rename(attic / out.name)
-            except OSError:
-                attic.rmdir()
-                raise
-            try:
-                tmp.rename(out)
-            except BaseException:
-                (attic / out.name).rename(out)  # put the old index back
-                attic.rmdir()
-                raise
-            shutil.rmtree(attic, ignore_errors=True)
-        else:
-            tmp.rename(out)
+        # check_replaceable again: the directory may have changed while the index was built.
+        swap.replace_dir(tmp, out, check=check_replaceable)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out

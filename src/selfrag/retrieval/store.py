@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import DataError
 from ..types import Document
+from ..validation import load_json
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +203,7 @@ def read_documents(path: str | Path) -> list[Document]:
 
 def _document(p: Path, lineno: int, line: str, seen: set[str]) -> Document:
     try:
-        obj = json.loads(line)
+        obj = load_json(line)
     except json.JSONDecodeError as exc:
         raise DataError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from None
     if not isinstance(obj, dict):

@@ -5,11 +5,18 @@ server refuses raises :class:`ApiError`; a user error from selfrag
 (:class:`~selfrag.errors.SelfragError`) keeps its one-line message; anything
 unexpected is logged here with its traceback and answered with a plain
 "internal error" line, so no traceback ever reaches a client.
+
+A failure of the model backend is answered with a short line (the upstream
+HTTP status, if any) and an error id (``"id"`` in the body); what the
+upstream server said goes only to the server log under that id, redacted: an
+upstream body can echo the request's credentials, which are the server
+owner's, not the client's.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -48,6 +55,7 @@ class ApiError(Exception):
         code: str | None = None,
         param: str | None = None,
         headers: dict[str, str] | None = None,
+        error_id: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -55,17 +63,34 @@ class ApiError(Exception):
         self.code = code
         self.param = param
         self.headers = headers or {}
+        self.error_id = error_id
 
 
-def error_body(status: int, message: str, *, code: str | None = None, param: str | None = None) -> dict[str, Any]:
-    return {
-        "error": {
-            "message": redact_secrets(message),
-            "type": _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error"),
-            "param": param,
-            "code": code,
-        }
+def error_body(
+    status: int, message: str, *, code: str | None = None, param: str | None = None, error_id: str | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "message": redact_secrets(message),
+        "type": _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error"),
+        "param": param,
+        "code": code,
     }
+    if error_id:
+        body["id"] = error_id
+    return {"error": body}
+
+
+def new_error_id() -> str:
+    return f"err_{secrets.token_hex(6)}"
+
+
+def backend_failure(exc: BackendError) -> ApiError:
+    """A backend failure as a short 502 with an error id; the whole (redacted) message goes to the log."""
+    error_id = new_error_id()
+    log.warning("model backend error %s: %s", error_id, " ".join(redact_secrets(str(exc)).split()))
+    what = f"HTTP {exc.status} from the model server" if exc.status else "no usable answer from the model server"
+    return ApiError(502, f"the model backend failed ({what}); error id {error_id}, the server log has the details",
+                    code="backend_error", error_id=error_id)
 
 
 def error_response(status: int, message: str, **kwargs: Any) -> JSONResponse:
@@ -78,7 +103,7 @@ def as_api_error(exc: BaseException) -> ApiError:
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, BackendError):
-        return ApiError(502, f"the model backend failed: {exc}", code="backend_error")
+        return backend_failure(exc)
     if isinstance(exc, SelfragError):
         return ApiError(400, str(exc))
     log.error("unexpected error while answering", exc_info=exc)
@@ -87,7 +112,8 @@ def as_api_error(exc: BaseException) -> ApiError:
 
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:
     err = as_api_error(exc)
-    return error_response(err.status, err.message, code=err.code, param=err.param, headers=err.headers)
+    return error_response(err.status, err.message, code=err.code, param=err.param, headers=err.headers,
+                          error_id=err.error_id)
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:

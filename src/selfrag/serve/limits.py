@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
+from ..validation import load_json, lone_surrogate
 from .errors import ApiError
+
+log = logging.getLogger("selfrag.serve")
+_JSON_NAMES = {type(None): "null", str: "a string", list: "an array", int: "a number", float: "a number", bool: "a boolean"}
 
 
 class Gate:
@@ -59,16 +64,23 @@ async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
     if ctype != "application/json":
         raise ApiError(415, "send the body as JSON with 'Content-Type: application/json'", code="unsupported_media_type")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > max_bytes:
-            raise ApiError(413, f"the request body is over the limit of {max_bytes} bytes", code="body_too_large")
     try:
-        data = json.loads(body.decode("utf-8"))
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > max_bytes:
+                raise ApiError(413, f"the request body is over the limit of {max_bytes} bytes", code="body_too_large")
+    except ClientDisconnect:
+        # Nobody is left to answer: one line in the log, no traceback (the reply goes nowhere).
+        log.info("the client left while sending its request body (%s %s, %d bytes read)",
+                 request.method, request.url.path, len(body))
+        raise ApiError(400, "the client left while sending the body", code="client_disconnected") from None
+    try:
+        data = load_json(bytes(body))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ApiError(400, f"the body is not valid JSON ({getattr(exc, 'msg', 'not UTF-8')})", code="bad_json") from None
     if not isinstance(data, dict):
-        raise ApiError(400, f"the body must be a JSON object, not {type(data).__name__}", code="bad_json")
+        kind = _JSON_NAMES.get(type(data), type(data).__name__)
+        raise ApiError(400, f"the body must be a JSON object, not {kind}", code="bad_json")
     return data
 
 
@@ -77,6 +89,8 @@ def check_question(text: Any, max_chars: int, *, param: str = "question") -> str
         raise ApiError(400, f"'{param}' must be a string", param=param, code="bad_question")
     if not text.strip():
         raise ApiError(400, "the question is empty; give some text to answer", param=param, code="bad_question")
+    if (problem := lone_surrogate(text)) is not None:
+        raise ApiError(400, f"the question is not valid Unicode text ({problem})", param=param, code="bad_question")
     if len(text) > max_chars:
         raise ApiError(
             400, f"the question is {len(text)} characters; the limit is {max_chars} (--max-question-chars)",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,6 +24,7 @@ from .state import ServerState, server_state
 
 # Seconds between keep-alive comments while a method works on a streamed answer.
 PING_INTERVAL = 10.0
+log = logging.getLogger("selfrag.serve")
 
 
 def need_answerer(st: ServerState) -> Answerer:
@@ -64,13 +66,37 @@ async def methods(request: Request) -> Response:
     return JSONResponse({"object": "list", "data": data})
 
 
-async def _answer_now(st: ServerState, answerer: Answerer, question: str, name: str) -> dict[str, Any]:
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone (the body is read by now, so only a disconnect can arrive)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _answer_now(request: Request, st: ServerState, answerer: Answerer, question: str, name: str) -> Any:
+    """The answer's payload; a client that goes away first cancels the answer and frees its slot at once."""
     with st.gate.slot():
+        task = asyncio.ensure_future(answerer.answer(question, name))
+        gone = asyncio.ensure_future(_disconnected(request))
         try:
-            response = await answerer.answer(question, name)
+            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not task.done():
+                task.cancel()
+                task.add_done_callback(_swallow)
+        if not task.done() or task.cancelled():
+            log.info("the client left before its answer was ready; stopped answering %r", question[:80])
+            return None
+        try:
+            response = task.result()
         except Exception as exc:
             raise as_api_error(exc) from None
     return answer_payload(response)
+
+
+def _swallow(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not warn about it
 
 
 def _start(st: ServerState, model: Any) -> tuple[Answerer, str]:
@@ -87,7 +113,8 @@ async def ask(request: Request) -> Response:
     question = check_question(body.get("question"), st.settings.limits.max_question_chars)
     answerer, name = _start(st, body.get("method"))
     if not flag(body, "stream"):
-        return JSONResponse(await _answer_now(st, answerer, question, name))
+        data = await _answer_now(request, st, answerer, question, name)
+        return JSONResponse(data) if data is not None else Response(status_code=499)
     st.gate.enter()
     return SlotStream(_ask_events(answerer, question, name), st.gate.leave)
 
@@ -113,7 +140,7 @@ async def _run_with_progress(answerer: Answerer, question: str, name: str) -> As
             response = task.result()
         except Exception as exc:
             err = as_api_error(exc)
-            yield "error", error_body(err.status, err.message, code=err.code)
+            yield "error", error_body(err.status, err.message, code=err.code, error_id=err.error_id)
             return
         yield "result", response
     finally:
@@ -144,7 +171,9 @@ async def chat_completions(request: Request) -> Response:
     answerer, name = _start(st, chat.model)
     cid, created = oai.new_id()
     if not chat.stream:
-        data = await _answer_now(st, answerer, chat.question, name)
+        data = await _answer_now(request, st, answerer, chat.question, name)
+        if data is None:
+            return Response(status_code=499)  # nobody is there to read it
         return JSONResponse(oai.completion(data, cid=cid, created=created, model=name))
     st.gate.enter()
     return SlotStream(_chat_chunks(answerer, chat, name, cid, created), st.gate.leave)

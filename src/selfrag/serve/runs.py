@@ -3,12 +3,16 @@
 A run is named by its path relative to the root (``a``, ``quality/embedded/self_rag``).
 :meth:`RunsRoot.resolve` is the only way from a name to a folder: it refuses
 absolute paths, ``..``, hidden parts and anything whose real path (links
-followed) is not inside the root.
+followed) is not inside the root. Every file of a run is then read with the
+root as its bound (``within``, :func:`selfrag.eval.results.read_bytes`): a
+``summary.json``, ``predictions.jsonl``, ``ledger.jsonl`` or ``config.yaml``
+that links out of the root is refused with 403, never read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +20,10 @@ from ..eval.report import compare_row, load_run
 from ..eval.results import (
     CONFIG_FILE,
     PREDICTIONS_FILE,
+    RUN_FILES,
     SUMMARY_FILE,
+    OutsideRoot,
+    check_within,
     read_json,
     read_predictions,
     unique_records,
@@ -53,6 +60,9 @@ class RunsRoot:
             raise ApiError(403, f"run {run_id!r} is outside the runs folder", param="run", code="outside_runs")
         if not (path / CONFIG_FILE).is_file():
             raise ApiError(404, f"no run {run_id!r} in the runs folder", param="run", code="no_run")
+        with confined():
+            for name in RUN_FILES:
+                check_within(path / name, self.root)
         return path
 
     def _walk(self, folder: Path, depth: int) -> Iterator[Path]:
@@ -75,8 +85,8 @@ class RunsRoot:
             facts: dict[str, Any] = {}
             if (path / SUMMARY_FILE).is_file():
                 try:
-                    facts = read_json(path / SUMMARY_FILE)
-                except Exception:  # a half-written summary: list the run all the same
+                    facts = read_json(path / SUMMARY_FILE, self.root)
+                except Exception:  # a half-written summary, or one linked out: list the run all the same
                     facts = {}
             metrics = facts.get("metrics") if isinstance(facts.get("metrics"), dict) else {}
             out.append({
@@ -95,11 +105,15 @@ class RunsRoot:
     # -- one run ----------------------------------------------------------------------
 
     def records(self, run_id: str) -> list[dict[str, Any]]:
-        records, _ = unique_records(read_predictions(self.resolve(run_id) / PREDICTIONS_FILE))
+        path = self.resolve(run_id)
+        with confined():
+            records, _ = unique_records(read_predictions(path / PREDICTIONS_FILE, self.root))
         return records
 
     def summary(self, run_id: str) -> dict[str, Any]:
-        summary = load_run(self.resolve(run_id))
+        path = self.resolve(run_id)
+        with confined():
+            summary = load_run(path, within=self.root)
         summary["run_dir"] = run_id  # the name, not where it is on this machine
         return summary
 
@@ -135,6 +149,15 @@ class RunsRoot:
             "only_in_a": len(first) - len(pairs),
             "only_in_b": len(second) - len(pairs),
         }
+
+
+@contextmanager
+def confined() -> Iterator[None]:
+    """A run file that links out of the runs folder as a 403 refusal."""
+    try:
+        yield
+    except OutsideRoot as exc:
+        raise ApiError(403, str(exc), param="run", code="outside_runs") from None
 
 
 def correct(metrics: dict[str, Any]) -> bool | None:

@@ -17,9 +17,17 @@ STREAM_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
 def event(data: Any, name: str | None = None) -> bytes:
-    """One event; ``data`` as compact JSON on one line."""
+    """One event; ``data`` as compact JSON on one line.
+
+    Text that UTF-8 cannot carry (a lone surrogate from a model's output) is
+    sent as a JSON escape rather than cutting the stream.
+    """
     head = f"event: {name}\n" if name else ""
-    return f"{head}data: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
+    line = f"{head}data: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n"
+    try:
+        return line.encode()
+    except UnicodeEncodeError:
+        return f"{head}data: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
 def pieces(text: str) -> list[str]:

@@ -10,6 +10,7 @@ import sys
 from ...assemble import build_backend, build_method, build_retriever
 from ...errors import DataError
 from ...serialize import response_json
+from ...validation import lone_surrogate
 from ..options import add_answer_options, config_from_args
 from ..output import print_response
 from .index import add_docs_options, load_docs
@@ -34,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args, cache_default=False)
     if not args.question.strip():
         raise DataError("the question is empty; give some text to answer")
+    if (problem := lone_surrogate(args.question)) is not None:
+        raise DataError(f"the question is not UTF-8 text ({problem}); give it as UTF-8")
     documents = load_docs(args, cfg)
     llm = build_backend(cfg)
     retriever = build_retriever(cfg, documents)
