@@ -8,7 +8,7 @@ gives no verdict), so a reply that copies a passage cannot raise its own score.
 from __future__ import annotations
 
 import pytest
-from selfrag.methods.self_rag import SelfRAG
+from selfrag.methods.catalog.self_rag import SelfRAG
 
 from selfrag.llm import ScriptedBackend
 from selfrag.reflection.parse import parse_combined_critique, parse_fused_critique, split_tagged
@@ -77,7 +77,7 @@ async def test_self_rag_a_candidate_quoting_a_planted_verdict_gains_nothing(plan
         "Answer: Saturn": "4",
         "Answer: Jupiter": "4",
     })
-    rag = SelfRAG(llm, retriever, {"top_k": 2, "num_candidates": 2, "joint_candidate": False})
+    rag = SelfRAG(llm, retriever, {"top_k": 2, "num_candidates": 2, "joint_candidate": False, "confidence": "off"})
     response = await rag.answer(Question(id="q", text="Which planet is the largest?"))
     prompt = next(r.prompt_text() for r in llm.calls if "Saturn is the largest" in r.prompt_text())
     passage = prompt.split('title="Planets">', 1)[1].split("</document>", 1)[0]
