@@ -53,7 +53,7 @@ INSTRUCTION_FORMAT = "### Instruction:\n{instruction}\n\n### Response:\n"
 # Prompt batch size, and the block a reused KV-cache prefix is rounded down to:
 # small enough to keep most of a shared prefix; on the 2-core machine a
 # 1,000-token prompt took as long in 64-token batches as in 512-token ones
-# (README, "Reproducible local answers"; tokens saved: prefix_sharing.md).
+# (docs/backends.md, "Reproducible local answers"; tokens saved: lab/results/prefix_sharing.md).
 DEFAULT_N_BATCH = 64
 # Stand-ins for message contents while a chat template is rendered (private-use code points).
 _SLOT = "\ue000{}\ue001"
