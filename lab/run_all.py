@@ -31,6 +31,7 @@ ENTRY_POINTS: list[tuple[str, list[str] | None]] = [
     ("retrieval", None),  # a BM25-only run would replace the full report's dense rows
     ("prefix_sharing", None),
     ("quality", None),
+    ("confidence", []),  # reads the quality runs, calls no model
 ]
 NOT_RUN = {"llama_build": "needs two llama-cpp-python builds, each in its own Python environment (--build NAME=PYTHON)"}
 
