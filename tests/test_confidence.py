@@ -214,3 +214,49 @@ async def test_vanilla_reports_its_sequence_probability_for_free():
     response = await create_method("vanilla_rag", llm, TwoDocs()).answer(Q)
     assert response.num_llm_calls == 1 and response.confidence == pytest.approx(math.exp(-0.2))
     assert llm.calls[0].top_logprobs == 1
+
+
+# -- measuring and refitting from run directories ----------------------------------------
+
+
+def write_run(path, rows):
+    path.mkdir(parents=True)
+    lines = []
+    for i, (seq, p_true, f1) in enumerate(rows):
+        lines.append(json.dumps({
+            "id": f"q{i}", "prediction": "x", "model": "m.gguf", "metrics": {"f1": f1}, "abstained": False,
+            "details": {"confidence": {"confidence": 0.5, "reading": "reflection",
+                                       "signals": {"seq": seq, "p_true": p_true}}},
+        }))
+    (path / "predictions.jsonl").write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_confidence_fit_and_report_from_run_directories(tmp_path, capsys):
+    from selfrag.cli.main import main
+
+    run = write_run(tmp_path / "results" / "dev", [(-0.1, 0.9, 1.0), (-0.2, 0.4, 1.0), (-1.5, 0.8, 0.0),
+                                                   (-2.0, 0.3, 0.0), (-0.3, 0.6, 0.4), (-0.05, 0.7, 0.67)])
+    out = tmp_path / "fit.json"
+    assert main(["confidence", "fit", str(run), "--out", str(out), "--features", "seq,p_true"]) == 0
+    model = ConfidenceModel.load(out)
+    assert model.features == ("seq", "p_true") and model.weights[0] > 0
+    assert "m.gguf" in model.source and str(tmp_path) not in model.source  # no local path in the file
+    printed = capsys.readouterr().out
+    assert f"wrote {out}" in printed and "in-sample: 6 answers, 3 right" in printed
+    assert main(["confidence", "report", str(run)]) == 0
+    report = capsys.readouterr().out
+    # The recorded confidence is 0.5 for all: AUROC 0.5. Right (F1 >= 0.5): q0, q1, q5, whose seq
+    # all exceed the wrong ones'; P(True) 0.9, 0.4, 0.7 against 0.8, 0.3, 0.6 wins 6 of 9 pairs.
+    assert "AUROC: confidence 0.500, seq 1.000, p_true 0.667" in report
+
+
+def test_fitting_needs_answers_both_right_and_wrong(tmp_path):
+    from selfrag.errors import DataError
+    from selfrag.eval.confidence import fit_runs
+
+    run = write_run(tmp_path / "r", [(-0.1, 0.9, 1.0), (-0.2, 0.4, 1.0)])
+    with pytest.raises(DataError, match="all 2 answers are right"):
+        fit_runs([run], tmp_path / "x.json")
+    with pytest.raises(DataError, match="no answered questions"):
+        fit_runs([tmp_path / "missing"], tmp_path / "x.json")

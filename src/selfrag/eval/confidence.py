@@ -85,14 +85,17 @@ def fit_runs(run_dirs: Sequence[str | Path], out: str | Path, features: Sequence
     unknown = set(features) - set(SIGNALS)
     if unknown:
         raise DataError(f"unknown signal(s) {sorted(unknown)}; use: {', '.join(SIGNALS)}")
-    rows = [row for d in run_dirs for row in confidence_rows(read_run(d))]
+    runs = {str(d): read_run(d) for d in run_dirs}
+    rows = [row for recs in runs.values() for row in confidence_rows(recs)]
     if not rows:
         raise DataError("no record read a confidence: run the method with confidence: reflection first")
     right = [r for _, _, r, _ in rows]
     if all(right) or not any(right):
         raise DataError(f"all {len(rows)} answers are {'right' if right[0] else 'wrong'}: a fit needs both")
-    source = (f"fitted on {len(rows)} answers ({sum(right)} right) of {', '.join(str(d) for d in run_dirs)} "
-              f"on {time.strftime('%Y-%m-%d')}")
+    models = sorted({str(r.get("model")) for recs in runs.values() for r in recs if r.get("model")})
+    names = ", ".join("/".join(Path(d).resolve().parts[-3:]) for d in run_dirs)  # never a whole local path
+    source = (f"fitted on {len(rows)} answers ({sum(right)} right) of {', '.join(models) or 'an unnamed model'} "
+              f"in {names}, on {time.strftime('%Y-%m-%d')}")
     model = fit([s for s, _, _, _ in rows], right, features, l2=l2, source=source)
     refit = [(s, model.score(s), r, q) for s, _, r, q in rows]
     Path(out).write_text(json.dumps(model.as_dict(), indent=2) + "\n", encoding="utf-8")
