@@ -80,6 +80,16 @@ class RetrievalSection(StrictModel):
     rrf_k: int = Field(60, ge=1)
     bm25_weight: float = Field(0.5, ge=0)
     dense_weight: float = Field(0.5, ge=0)
+    # milvus (docs/scale.md): where the collection lives (a Milvus Lite path ending in .db, or
+    # http://HOST:19530; None: Milvus Lite inside the index), its name, dense or hybrid (with the
+    # engine's BM25) search, its vector index and a filter expression applied to every search.
+    uri: str | None = None
+    collection: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    search: Literal["dense", "hybrid"] | None = None
+    index_type: Literal["HNSW", "IVF_FLAT", "FLAT", "AUTOINDEX"] | None = None
+    index_params: dict[str, Any] | None = None  # e.g. {M: 16, efConstruction: 200}
+    search_params: dict[str, Any] | None = None  # e.g. {ef: 128}
+    filter: str | None = None  # e.g. 'source like "handbook/%"'
 
 
 # The dataset names a config may give; selfrag.eval.datasets has one loader for each.
