@@ -68,7 +68,7 @@ class OnRay:
     def __init__(self, address: str | None = None, *, cpus: int | None = None, slots: int = 4) -> None:
         self.ray = require("ray", "ray", "selfrag grid on Ray")
         env = {"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}} if os.environ.get("PYTHONPATH") else None
-        options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING, "runtime_env": env}
+        options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR, "runtime_env": env}
         if address:
             self.ray.init(address=address, **options)
         else:
@@ -78,6 +78,23 @@ class OnRay:
         self.resources = self.ray.cluster_resources()
         self._remote = self.ray.remote(max_retries=0)(run_cell)
         self._refs: dict[Any, Cell] = {}
+        if not address:
+            self.warm_up(slots)
+
+    def warm_up(self, workers: int) -> list[int]:
+        """Start ``workers`` worker processes with selfrag imported, before any cell is handed out.
+
+        A worker starts in seconds (Python, Ray, selfrag's imports); started on demand, the first
+        worker would take a second cell while the next one was still starting, and a grid whose
+        cells are few would end one cell late. Each warm-up task waits at a barrier until all have
+        arrived, so they run on ``workers`` distinct processes. Returns their pids.
+        """
+        barrier = self.ray.remote(num_cpus=0)(_Barrier).remote(workers)
+        warm = self.ray.remote(num_cpus=0, resources={SLOT: 1}, max_retries=0)(_arrive)
+        try:
+            return self.ray.get([warm.remote(barrier) for _ in range(workers)], timeout=300)
+        finally:
+            self.ray.kill(barrier)
 
     def check(self, cells: list[Cell]) -> None:
         """Refuse cells the cluster can never run (Ray would wait for them for ever)."""
@@ -107,6 +124,30 @@ class OnRay:
 
     def close(self) -> None:
         self.ray.shutdown()
+
+
+class _Barrier:
+    """A Ray actor: ``arrive()`` returns once ``n`` callers have arrived."""
+
+    def __init__(self, n: int) -> None:
+        import asyncio
+
+        self.n, self.arrived, self.all_here = n, 0, asyncio.Event()
+
+    async def arrive(self) -> None:
+        self.arrived += 1
+        if self.arrived >= self.n:
+            self.all_here.set()
+        await self.all_here.wait()
+
+
+def _arrive(barrier: Any) -> int:
+    import ray
+
+    from . import runner  # noqa: F401 - the imports every cell needs, done before the first cell
+
+    ray.get(barrier.arrive.remote())
+    return os.getpid()
 
 
 def describe(error: BaseException) -> str:

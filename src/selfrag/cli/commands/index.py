@@ -23,7 +23,7 @@ ORDER = 40
 
 def add_retriever_options(parser: argparse.ArgumentParser, *, default: str | None = "bm25") -> None:
     """Flags that choose and configure a retriever (shared with eval-retrieval)."""
-    parser.add_argument("--retriever", default=default, metavar="NAME", help="bm25 (default), dense or hybrid")
+    parser.add_argument("--retriever", default=default, metavar="NAME", help="bm25 (default), dense, hybrid or milvus")
     parser.add_argument(
         "--embedding-model",
         metavar="M",
