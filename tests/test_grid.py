@@ -189,3 +189,17 @@ def test_a_cell_whose_worker_is_killed_resumes_without_answering_twice(tmp_path)
     # The questions answered before the kill were kept (the first session), the rest answered after it.
     sessions = {r["session"] for r in read_predictions(Path(killed[0]["run_dir"]) / "predictions.jsonl")}
     assert sessions == {1, 2}
+
+
+def test_without_ray_the_grid_runs_in_process_and_address_is_refused(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    path = grid_file(tmp_path)
+    assert main(["grid", str(path), "--address", "auto"]) == 2
+    assert capsys.readouterr().err.strip() == "selfrag: error: --address needs Ray: pip install 'selfrag[ray]'"
+    assert main(["grid", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "Ray is not installed (pip install 'selfrag[ray]'); running the cells one by one here" in out
+    assert json.loads((tmp_path / "out" / "g" / "grid.json").read_text())["executor"] == "in-process"
