@@ -69,11 +69,16 @@ class OnRay:
         self.ray = require("ray", "ray", "selfrag grid on Ray")
         env = {"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}} if os.environ.get("PYTHONPATH") else None
         options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR, "runtime_env": env}
-        if address:
-            self.ray.init(address=address, **options)
-        else:
-            self.ray.init(num_cpus=cpus or os.cpu_count() or 1, resources={SLOT: slots}, include_dashboard=False,
-                          **options)
+        try:
+            if address:
+                self.ray.init(address=address, **options)
+            else:
+                self.ray.init(num_cpus=cpus or os.cpu_count() or 1, resources={SLOT: slots},
+                              include_dashboard=False, **options)
+        except Exception as exc:  # Ray's own exception types (a cluster not reached, a start that failed)
+            where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
+            raise DataError(f"cannot start {where}: {' '.join(str(exc).split())[:300]}; "
+                            "or run the grid without Ray: --in-process") from None
         self.name = f"Ray ({address or 'local'})"
         self.resources = self.ray.cluster_resources()
         self._remote = self.ray.remote(max_retries=0)(run_cell)
