@@ -118,7 +118,7 @@ def toy_modules(tmp_path, monkeypatch):
 
 
 def test_each_registered_kind_is_declared_by_its_module_under_its_name():
-    assert available_retrievers() == ["bm25", "dense", "hybrid"]
+    assert available_retrievers() == ["bm25", "dense", "hybrid", "milvus"]
     for name in available_retrievers():
         kind = get_kind(name)
         assert kind.name == name and kind.build.name == name and kind.files == INDEX_FILES[name]
@@ -138,7 +138,7 @@ def test_config_options_are_routed_by_the_registry_entry():
         "vector_store": "faiss"
     }
     assert opts("retrieval.method=nope", "retrieval.vector_store=exact") == {}
-    with pytest.raises(ConfigError, match=r"^unknown retriever 'nope'; use one of: bm25, dense, hybrid$"):
+    with pytest.raises(ConfigError, match=r"^unknown retriever 'nope'; use one of: bm25, dense, hybrid, milvus$"):
         create_retriever("nope")
 
 

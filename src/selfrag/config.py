@@ -84,6 +84,16 @@ class RetrievalSection(StrictModel):
     # passages, keep the top_k with the best lexical evidence: retrieval/rerank.py).
     rerank: Literal["none", "evidence"] = "none"
     rerank_from: int = Field(10, ge=1)
+    # milvus (docs/scale.md): where the collection lives (a Milvus Lite path ending in .db, or
+    # http://HOST:19530; None: Milvus Lite inside the index), its name, dense or hybrid (with the
+    # engine's BM25) search, its vector index and a filter expression applied to every search.
+    uri: str | None = None
+    collection: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    search: Literal["dense", "hybrid"] | None = None
+    index_type: Literal["HNSW", "IVF_FLAT", "FLAT", "AUTOINDEX"] | None = None
+    index_params: dict[str, Any] | None = None  # e.g. {M: 16, efConstruction: 200}
+    search_params: dict[str, Any] | None = None  # e.g. {ef: 128}
+    filter: str | None = None  # e.g. 'source like "handbook/%"'
 
 
 # The dataset names a config may give; selfrag.eval.datasets has one loader for each.

@@ -135,6 +135,12 @@ def _walk(root: Path) -> tuple[list[str], list[str], list[str]]:
     return sorted(files), sorted(folders), sorted(other)
 
 
+def _in_files(rel: str, allowed: frozenset[str]) -> bool:
+    """Whether ``rel`` is one of ``allowed``, or lies under an allowed folder (an entry ending in "/",
+    for an engine's own data folder whose file names it chooses)."""
+    return rel in allowed or any(rel.startswith(entry) for entry in allowed if entry.endswith("/"))
+
+
 def _folders_of(files: frozenset[str]) -> set[str]:
     """Every folder (relative) that holds one of ``files``, at any depth."""
     return {"/".join(f.split("/")[:i]) for f in files for i in range(1, f.count("/") + 1)}
@@ -212,8 +218,8 @@ def check_replaceable(out: Path) -> None:
     if other:
         raise _not_an_index(out, f"it holds {other[0]}, which is not a regular file or folder")
     allowed_folders = _folders_of(allowed)
-    foreign = [f for f in files if f != MANIFEST and f not in allowed]
-    foreign += [f"{d}/" for d in folders if d not in allowed_folders]
+    foreign = [f for f in files if f != MANIFEST and not _in_files(f, allowed)]
+    foreign += [f"{d}/" for d in folders if d not in allowed_folders and not _in_files(f"{d}/", allowed)]
     if foreign:
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
         raise _not_an_index(out, f"it holds {foreign[0]}{more}, which a {manifest['retriever']} index does not write")
@@ -280,7 +286,7 @@ def save_index(
     try:
         retriever.save(tmp)
         files, _, other = _walk(tmp)
-        unexpected = [f for f in files if f not in INDEX_FILES[retriever.name]] + other
+        unexpected = [f for f in files if not _in_files(f, INDEX_FILES[retriever.name])] + other
         if unexpected:
             raise RuntimeError(f"{retriever.name}.save wrote {unexpected[0]}, not in INDEX_FILES[{retriever.name!r}]")
         manifest["files"] = {f: file_sha256(tmp / f) for f in files}
@@ -299,7 +305,7 @@ def verify_files(src: Path, manifest: dict[str, Any], rebuild: str) -> None:
     if not isinstance(listed, dict) or not listed:
         raise DataError(f"index {src} is damaged: its manifest lists no files; {rebuild}")
     for rel, digest in listed.items():
-        if rel not in allowed or not isinstance(digest, str):
+        if not _in_files(rel, allowed) or not isinstance(digest, str):
             raise DataError(f"index {src} is damaged: its manifest lists an unexpected file {rel!r}; {rebuild}")
     files, _, other = _walk(src)
     if other:

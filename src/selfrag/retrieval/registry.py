@@ -23,6 +23,7 @@ RETRIEVERS: Kinds[RetrieverKind] = Kinds(
         "bm25": "selfrag.retrieval.bm25",
         "dense": "selfrag.retrieval.dense",
         "hybrid": "selfrag.retrieval.hybrid",
+        "milvus": "selfrag.retrieval.milvus",
     }
 )
 

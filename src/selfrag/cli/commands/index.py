@@ -23,7 +23,7 @@ ORDER = 40
 
 def add_retriever_options(parser: argparse.ArgumentParser, *, default: str | None = "bm25") -> None:
     """Flags that choose and configure a retriever (shared with eval-retrieval)."""
-    parser.add_argument("--retriever", default=default, metavar="NAME", help="bm25 (default), dense or hybrid")
+    parser.add_argument("--retriever", default=default, metavar="NAME", help="bm25 (default), dense, hybrid or milvus")
     parser.add_argument(
         "--embedding-model",
         metavar="M",
@@ -35,6 +35,12 @@ def add_retriever_options(parser: argparse.ArgumentParser, *, default: str | Non
     parser.add_argument("--rrf-k", type=int, metavar="K", help="hybrid rrf: the k in 1/(k + rank) (default 60)")
     parser.add_argument("--bm25-weight", type=float, metavar="W", help="hybrid weighted: BM25 weight (default 0.5)")
     parser.add_argument("--dense-weight", type=float, metavar="W", help="hybrid weighted: dense weight (default 0.5)")
+    parser.add_argument("--uri", metavar="URI", help="milvus: a Milvus Lite path ending in .db, or http://HOST:19530 "
+                        "(default: Milvus Lite inside the index)")
+    parser.add_argument("--collection", metavar="NAME", help="milvus: the collection (default selfrag)")
+    parser.add_argument("--search", choices=("dense", "hybrid"), help="milvus: dense, or hybrid with the engine's BM25")
+    parser.add_argument("--index-type", choices=("HNSW", "IVF_FLAT", "FLAT", "AUTOINDEX"),
+                        help="milvus: the vector index (default HNSW)")
 
 
 def load_docs(args: argparse.Namespace, cfg=None):
@@ -72,7 +78,8 @@ def add_docs_options(parser: argparse.ArgumentParser, *, required: bool = False,
 def retrieval_config(args: argparse.Namespace) -> ExperimentConfig:
     """The flags as a validated config (so flags and config files mean the same thing)."""
     section: dict[str, Any] = {"method": args.retriever}
-    for key in ("embedding_model", "vector_store", "fusion", "rrf_k", "bm25_weight", "dense_weight"):
+    for key in ("embedding_model", "vector_store", "fusion", "rrf_k", "bm25_weight", "dense_weight",
+                "uri", "collection", "search", "index_type"):
         value = getattr(args, key, None)
         if value is not None:
             section[key] = value
@@ -113,6 +120,10 @@ def _build(args: argparse.Namespace) -> int:
     options = retriever_options(cfg)
     if get_kind(cfg.retrieval.method).takes("show_progress"):
         options["show_progress"] = False if args.quiet else None
+    if get_kind(cfg.retrieval.method).takes("build_dir"):
+        # A build that keeps its state here resumes where a killed one stopped.
+        out = Path(args.out).expanduser().absolute()
+        options["build_dir"] = out.parent / f".{out.name}.{cfg.retrieval.method}-build"
     start = time.perf_counter()
     retriever = create_retriever(cfg.retrieval.method, documents, **options)
     seconds = time.perf_counter() - start
