@@ -16,8 +16,8 @@ every cell answered exactly once.
 
 Writes ``lab/results/grid_scale.md`` and ``.json``.
 
-    python lab/grid_scale.py               # about 8 minutes
-    python lab/grid_scale.py --delay 0.2   # quicker, overhead weighs more
+    python -m lab.grid_scale               # about 8 minutes
+    python -m lab.grid_scale --delay 0.2   # quicker, overhead weighs more
 """
 
 from __future__ import annotations
@@ -34,14 +34,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from scale_env import ROOT, machine, machine_lines  # noqa: E402
+from lab.machine import machine, machine_lines
+from selfrag.eval.grid import read_grid
+from selfrag.eval.grid_run import InProcess, OnRay, run_grid
+from selfrag.eval.results import read_predictions
 
-sys.path.insert(0, str(ROOT / "src"))
-from selfrag.eval.grid import read_grid  # noqa: E402
-from selfrag.eval.grid_run import InProcess, OnRay, run_grid  # noqa: E402
-from selfrag.eval.results import read_predictions  # noqa: E402
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
 
 REPLIES = {"Red Planet": "Mars", "largest moon": "Ganymede", "Uranus": "William Herschel", "?": "I do not know"}
 
@@ -128,7 +128,7 @@ def report(rows: list[dict], info: dict, args: argparse.Namespace) -> str:
     lines = [
         "# selfrag grid on Ray workers against cell by cell",
         "",
-        f"Written by `lab/grid_scale.py`: 8 cells x 12 questions, {args.delay} s per call (DelayedBackend over "
+        f"Written by `python -m lab.grid_scale`: 8 cells x 12 questions, {args.delay} s per call (DelayedBackend over "
         "the scripted backend), one question at a time per cell, cache off.",
         "",
         *machine_lines(info),

@@ -27,17 +27,36 @@ def git_commit() -> str:
     return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
 
 
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
 def machine() -> dict[str, Any]:
-    """Date (UTC), platform, CPU count (and how many this process may use), Python, commit."""
+    """Date (UTC), platform, CPU count (and how many this process may use), memory, Python, commit,
+    and the load when the measurement started (the machine may be shared: other work shows there)."""
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:
         usable = os.cpu_count()
+    try:
+        memory_gb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError):
+        memory_gb = None
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
         "usable_cpus": usable,
+        "memory_gb": memory_gb,
         "python": platform.python_version(),
         "commit": git_commit(),
+        "load_average_at_start": load_average(),
     }
+
+
+def machine_lines(info: dict[str, Any]) -> list[str]:
+    """A report's "where it ran" lines, one per fact."""
+    return [f"- {key.replace('_', ' ')}: {value}" for key, value in info.items()]

@@ -17,8 +17,8 @@ latency at top 10 over the queries, recall@10 against exact search
 
 Writes ``lab/results/milvus_scale.md`` and ``.json``.
 
-    python lab/milvus_scale.py                    # 10k, 100k, 1M (about an hour on 2 cores)
-    python lab/milvus_scale.py --sizes 10000      # a quick look
+    python -m lab.milvus_scale                    # 10k, 100k, 1M (about an hour on 2 cores)
+    python -m lab.milvus_scale --sizes 10000      # a quick look
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ from pathlib import Path
 
 import numpy as np
 
+from lab.machine import machine, machine_lines
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from scale_env import ROOT, machine, machine_lines  # noqa: E402
+ROOT = HERE.parent
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 BASE = Path(tempfile.gettempdir()) / "selfrag-scale" / "scifact_minilm.npz"
@@ -76,7 +77,6 @@ def base_vectors(passages: int, queries: int) -> tuple[np.ndarray, np.ndarray]:
         data = np.load(BASE)
         if len(data["passages"]) >= passages and len(data["queries"]) >= queries:
             return data["passages"][:passages], data["queries"][:queries]
-    sys.path.insert(0, str(ROOT / "src"))
     from selfrag.retrieval.encoders import get_encoder
 
     def texts(path: Path, n: int, key) -> list[str]:
@@ -132,7 +132,6 @@ class TableEncoder:
 
 
 def measure(engine: str, n: int, noise: float, index_type: str, ef: int) -> dict:
-    sys.path.insert(0, str(ROOT / "src"))
     from selfrag.types import Document
 
     passages, queries = base_vectors(3000, 200)
@@ -159,7 +158,7 @@ def measure(engine: str, n: int, noise: float, index_type: str, ef: int) -> dict
             from selfrag.retrieval.dense import DenseRetriever
 
             retriever = DenseRetriever(docs, encoder=encoder, cache=False, show_progress=False)
-            extra = {"store": "faiss IndexFlatIP (exact)" if retriever._faiss is not None else "numpy (exact)"}
+            extra = {"store": "faiss IndexFlatIP (exact)" if retriever.store == "faiss" else "numpy (exact)"}
         build_s = time.perf_counter() - start
         for j in range(5):  # warm-up
             retriever.retrieve_sync(f"q{j}", K)
@@ -244,9 +243,9 @@ def main() -> int:
             if any(r["engine"] == engine and r["n"] == n for r in rows):
                 continue
             log(f"{engine} at {n:,}")
-            cmd = [sys.executable, __file__, "--one", engine, str(n), "--noise", str(args.noise),
+            cmd = [sys.executable, "-m", "lab.milvus_scale", "--one", engine, str(n), "--noise", str(args.noise),
                    "--index-type", args.index_type, "--ef", str(args.ef), "--memory-gb", str(args.memory_gb)]
-            done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
             if done.returncode != 0:
                 why = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
                 log(f"{engine} at {n} failed: {done.stderr[-3000:]}")

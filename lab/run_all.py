@@ -32,6 +32,8 @@ ENTRY_POINTS: list[tuple[str, list[str] | None]] = [
     ("prefix_sharing", None),
     ("quality", None),
     ("confidence", []),  # reads the quality runs, calls no model
+    ("grid_scale", None),  # about 5 minutes: eight cells on 1, 2 and 4 Ray workers
+    ("milvus_scale", None),  # about an hour: Milvus Lite and in-process dense up to 1M passages
 ]
 NOT_RUN = {"llama_build": "needs two llama-cpp-python builds, each in its own Python environment (--build NAME=PYTHON)"}
 

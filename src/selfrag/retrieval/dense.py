@@ -113,6 +113,11 @@ class DenseRetriever:
             index.add(self._emb)
             self._faiss = index
 
+    @property
+    def store(self) -> str:
+        """Where the vectors are searched: ``faiss`` (an IndexFlatIP) or ``numpy`` (exact either way)."""
+        return "faiss" if self._faiss is not None else "numpy"
+
     def _uses_faiss(self) -> bool:
         if self.vector_store == "auto":
             return len(self._docs) >= FAISS_THRESHOLD
