@@ -190,7 +190,7 @@ def report(rows: list[dict], info: dict, args: argparse.Namespace) -> str:
     lines = [
         "# Milvus Lite against the in-process dense retriever",
         "",
-        f"Written by `lab/milvus_scale.py` (sizes {', '.join(map(str, args.sizes))}; noise {args.noise} per "
+        f"Written by `python -m lab.milvus_scale` (sizes {', '.join(map(str, args.sizes))}; noise {args.noise} per "
         f"dimension; {rows[0]['queries'] if rows else 0} real SciFact queries per size; top {K}).",
         "",
         *machine_lines(info),
