@@ -28,6 +28,7 @@ import yaml
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from . import defaults
+from .data.shipped import PREFIX as SAMPLE_PREFIX
 from .defaults import Inherited, inherit
 from .errors import ConfigError
 from .methods.critique.augmentations import AugmentationsConfig
@@ -42,7 +43,7 @@ class ExperimentSection(StrictModel):
 
 
 class ArchitectureSection(StrictModel):
-    name: str = "vanilla_rag"
+    name: str = defaults.METHOD
 
 
 class PricingSection(StrictModel):
@@ -99,7 +100,9 @@ class DataSection(StrictModel):
     """
 
     dataset: str = "demo"  # hotpotqa, pubmedqa, mmlu_evidence, jsonl, demo
-    path: str | None = None  # a file (or, for mmlu_evidence, a folder of files)
+    # A file (or, for mmlu_evidence, a folder of files), or sample:NAME, a sample shipped with
+    # selfrag; None with hotpotqa, pubmedqa or mmlu_evidence: that benchmark's shipped sample.
+    path: str | None = None
     corpus: str | None = None  # a shared collection for datasets without per-question contexts
     # A folder of documents (data.corpus, ask --docs): also read hidden entries (.git/, .notes.md)
     # and symbolic links that point outside the folder; both are skipped by default.
@@ -308,7 +311,7 @@ def _source_for(key: str, sources: Mapping[str, str]) -> str:
 
 def _check_top_level(data: Mapping[str, Any], sources: Mapping[str, str]) -> None:
     """Refuse a top-level key that is neither a section nor a method's section, naming its file."""
-    from .methods.registry import available_methods
+    from .methods.factory import available_methods
 
     fixed = set(ExperimentConfig.model_fields) - {"methods"}
     owners = {cls.section() for cls in available_methods().values()}
@@ -372,7 +375,8 @@ def load_config(
     return validate(data, sources)
 
 
-# Config keys that hold file-system paths, resolved against the working directory.
+# Config keys that hold file-system paths, resolved against the working directory
+# (data.path may instead name a shipped sample, ``sample:NAME``: selfrag.data.shipped).
 PATH_KEYS = (
     ("experiment", "output_dir"),
     ("data", "path"),
@@ -389,7 +393,7 @@ def with_absolute_paths(cfg: ExperimentConfig, cwd: str | Path | None = None) ->
     for section, key in PATH_KEYS:
         part = getattr(out, section)
         value = getattr(part, key)
-        if value:
+        if value and not str(value).startswith(SAMPLE_PREFIX):  # a shipped sample is not a file path
             setattr(part, key, str((base / Path(value).expanduser()).resolve()))
     return out
 
