@@ -32,7 +32,10 @@ ENTRY_POINTS: list[tuple[str, list[str] | None]] = [
     ("prefix_sharing", None),
     ("quality", None),
 ]
-NOT_RUN = {"llama_build": "needs two llama-cpp-python builds, each in its own Python environment (--build NAME=PYTHON)"}
+NOT_RUN = {
+    "llama_build": "needs two llama-cpp-python builds, each in its own Python environment (--build NAME=PYTHON)",
+    "samples": "writes the samples shipped in the package (src/selfrag/data/samples/), not a report",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

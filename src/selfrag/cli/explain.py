@@ -61,9 +61,9 @@ def describe(steps: Sequence[Mapping[str, Any]], details: Mapping[str, Any], abs
     if calibration:
         line += f" · (+{calibration} one-off steps calibrating the retrieval threshold)"
     others = [str(s.get("action")) for s in steps if s.get("action") not in _KNOWN]
-    if not any(s.get("action") in _KNOWN - {"retrieve"} for s in steps):
-        # A method without self_rag's steps: say what it did step by step.
-        line = " · ".join(p for p in (line, "steps: " + " → ".join(_runs(others)) if others else "") if p)
+    if not any(s.get("action") in ("select_best", "abstain") for s in steps):
+        # No selection to report (another method, or no retrieval): say what it did step by step.
+        line = " · ".join(p for p in (line, "then: " + " → ".join(_runs(others)) if others else "") if p)
     return line or "no steps recorded"
 
 

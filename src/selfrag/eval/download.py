@@ -28,7 +28,6 @@ from ..errors import DataError
 from ..redaction import redact_secrets
 
 log = logging.getLogger(__name__)
-CHUNK = 1 << 16
 MAX_ATTEMPTS = 5
 PART = ".part"
 
@@ -220,7 +219,7 @@ def _transfer(client: httpx.Client, remote: RemoteFile, part: Path, progress: bo
             with part.open(mode) as fh, tqdm(total=total, initial=start, unit="B", unit_scale=True,
                                              unit_divisor=1024, desc=remote.name, file=sys.stderr,
                                              disable=not progress, leave=False) as bar:
-                for chunk in response.iter_bytes(CHUNK):
+                for chunk in response.iter_bytes():  # as it arrives: a body cut short keeps what came
                     fh.write(chunk)
                     received += len(chunk)
                     bar.update(len(chunk))

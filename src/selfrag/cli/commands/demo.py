@@ -150,6 +150,10 @@ def _compare_line(name: str, ours: list[Answered], wall: float, theirs: list[Ans
     a, b = _totals(name, ours, wall), _totals(BASELINE, theirs, wall_theirs)
     same = sum(x.response.answer.strip() == y.response.answer.strip() for x, y in zip(ours, theirs, strict=True))
     return (f"compare on the same {len(ours)} questions: {name} {a['matches']}/{len(ours)} match, "
-            f"{a['llm_calls_per_question']:g} LLM calls per question, {a['seconds']:.1f} s · "
-            f"{BASELINE} {b['matches']}/{len(theirs)} match, {b['llm_calls_per_question']:g} calls per question, "
-            f"{b['seconds']:.1f} s · same answer on {same}")
+            f"{_calls(a['llm_calls_per_question'])} per question, {a['seconds']:.1f} s · "
+            f"{BASELINE} {b['matches']}/{len(theirs)} match, {_calls(b['llm_calls_per_question'])} per question, "
+            f"{b['seconds']:.1f} s · the same answer on {same} of {len(ours)}")
+
+
+def _calls(n: float) -> str:
+    return f"{n:g} LLM call{'' if n == 1 else 's'}"
