@@ -100,9 +100,7 @@ class DataSection(StrictModel):
     """
 
     dataset: str = "demo"  # hotpotqa, pubmedqa, mmlu_evidence, jsonl, demo
-    # A file (or, for mmlu_evidence, a folder of files), or sample:NAME, a sample shipped with
-    # selfrag; None with hotpotqa, pubmedqa or mmlu_evidence: that benchmark's shipped sample.
-    path: str | None = None
+    path: str | None = None  # a file (mmlu_evidence: or folder), sample:NAME, or None: the shipped sample
     corpus: str | None = None  # a shared collection for datasets without per-question contexts
     # A folder of documents (data.corpus, ask --docs): also read hidden entries (.git/, .notes.md)
     # and symbolic links that point outside the folder; both are skipped by default.
@@ -375,8 +373,8 @@ def load_config(
     return validate(data, sources)
 
 
-# Config keys that hold file-system paths, resolved against the working directory
-# (data.path may instead name a shipped sample, ``sample:NAME``: selfrag.data.shipped).
+# Config keys that hold file-system paths, resolved against the working directory (data.path
+# may instead name a shipped sample, ``sample:NAME``: selfrag.data.shipped).
 PATH_KEYS = (
     ("experiment", "output_dir"),
     ("data", "path"),

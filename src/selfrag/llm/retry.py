@@ -66,7 +66,7 @@ async def call_with_retries(
                 raise
             limit = min(policy.max_attempts, exc.max_attempts or policy.max_attempts)
             if attempt >= limit:
-                message = (f"{exc} (tried {attempt} times)" if exc.max_attempts
+                message = (f"{exc} (tried {'once' if attempt == 1 else f'{attempt} times'})" if exc.max_attempts
                            else f"{label}: gave up after {attempt} attempts: {exc}")
                 raise BackendError(message, status=exc.status, is_retryable=False) from exc
             wait = policy.delay(attempt, exc.retry_after, rng)
