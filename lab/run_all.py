@@ -35,7 +35,10 @@ ENTRY_POINTS: list[tuple[str, list[str] | None]] = [
     ("grid_scale", None),  # about 5 minutes: eight cells on 1, 2 and 4 Ray workers
     ("milvus_scale", None),  # about an hour: Milvus Lite and in-process dense up to 1M passages
 ]
-NOT_RUN = {"llama_build": "needs two llama-cpp-python builds, each in its own Python environment (--build NAME=PYTHON)"}
+NOT_RUN = {
+    "llama_build": "needs two llama-cpp-python builds, each in its own Python environment (--build NAME=PYTHON)",
+    "samples": "writes the samples shipped in the package (src/selfrag/data/samples/), not a report",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

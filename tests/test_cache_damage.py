@@ -94,12 +94,12 @@ def check_moved_aside(project: Path, name: str, stderr: str) -> None:
 def test_ask_moves_a_damaged_cache_aside_and_answers(project):
     fresh_copy(project, "ask.db")
     proc = selfrag("ask", "Who wrote book 3?", "--docs", "docs.jsonl", "--llm", "scripted:replies.json",
-                   "--cache", "ask.db", cwd=project)
+                   "--method", "vanilla_rag", "--cache", "ask.db", cwd=project)
     assert proc.returncode == 0, proc.stderr
     assert "Author 3" in proc.stdout
     check_moved_aside(project, "ask.db", proc.stderr)
     again = selfrag("ask", "Who wrote book 3?", "--docs", "docs.jsonl", "--llm", "scripted:replies.json",
-                    "--cache", "ask.db", "--json", cwd=project)
+                    "--method", "vanilla_rag", "--cache", "ask.db", "--json", cwd=project)
     assert again.returncode == 0 and not again.stderr  # the fresh cache is sound: no second warning
 
 

@@ -55,7 +55,7 @@ def test_ask_json_vanilla_reports_one_call_and_one_retrieval(tmp_path, docs_dir,
 
 def test_ask_text_output_with_trace(tmp_path, docs_dir, capsys):
     code, out, _ = run_cli(
-        capsys, "ask", "capital of France?", "--docs", str(docs_dir), "--top-k", "1",
+        capsys, "ask", "capital of France?", "--docs", str(docs_dir), "--top-k", "1", "--method", "vanilla_rag",
         "--llm", script(tmp_path, ["Paris"]), "--trace",
     )
     assert code == 0
@@ -67,7 +67,7 @@ def test_ask_text_output_with_trace(tmp_path, docs_dir, capsys):
 
 def test_ask_with_set_override_and_cache(tmp_path, docs_dir, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    args = ["ask", "capital?", "--docs", str(docs_dir), "--llm", script(tmp_path, ["Paris"]),
+    args = ["ask", "capital?", "--docs", str(docs_dir), "--method", "vanilla_rag", "--llm", script(tmp_path, ["Paris"]),
             "--set", "vanilla.top_k=1", "--cache", str(tmp_path / "c.db"), "--json"]
     code, out, _ = run_cli(capsys, *args)
     assert code == 0 and len(json.loads(out)["sources"]) == 1
@@ -95,7 +95,8 @@ def test_methods_lists_registered_methods(capsys):
 
 def test_demo_with_scripted_backend(tmp_path, capsys):
     answers = {q.text: q.answers[0] for q in demo_questions()[:2]}
-    code, out, err = run_cli(capsys, "demo", "--limit", "2", "--llm", script(tmp_path, answers), "--json")
+    code, out, err = run_cli(capsys, "demo", "--limit", "2", "--method", "vanilla_rag",
+                             "--llm", script(tmp_path, answers), "--json")
     assert code == 0, err
     rows = [json.loads(line) for line in out.splitlines()]
     assert len(rows) == 2 and all(r["match"] == 1.0 for r in rows)

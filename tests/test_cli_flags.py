@@ -25,7 +25,8 @@ def write_script(path: Path, responses) -> str:
 
 
 def ask(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(["ask", *argv])
+    # vanilla_rag: one call per question, so a one-reply script answers it.
+    code = main(["ask", "--method", "vanilla_rag", *argv])
     out, err = capsys.readouterr()
     return code, out, err
 

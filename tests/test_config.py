@@ -63,7 +63,7 @@ def test_base_defaults():
     cfg = load_config(REPO / "configs" / "base.yaml")
     assert cfg.llm.spec is None and cfg.retrieval.method == "bm25" and cfg.retrieval.top_k == 5
     assert cfg.data.dataset == "hotpotqa"
-    assert cfg.data.path == "../shared/data/hotpotqa/hotpotqa_dev_distractor_500.jsonl"
+    assert cfg.data.path is None  # the HotpotQA sample shipped with selfrag (tests/test_samples.py)
     assert cfg.cache.enabled and cfg.run.concurrency >= 1
 
 

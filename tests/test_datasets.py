@@ -87,8 +87,8 @@ def test_broken_json_array_is_a_file_error_with_line(tmp_path):
 
 
 def test_missing_path_and_file_errors(tmp_path):
-    with pytest.raises(DataError, match="dataset hotpotqa needs a file: set data.path"):
-        load_dataset(data(dataset="hotpotqa"))
+    with pytest.raises(DataError, match="dataset jsonl needs a file: set data.path"):
+        load_dataset(data(dataset="jsonl"))
     with pytest.raises(DataError, match="data file not found"):
         load_dataset(data(dataset="hotpotqa", path=str(tmp_path / "nope.jsonl")))
 

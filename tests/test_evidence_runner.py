@@ -183,7 +183,7 @@ async def test_analyze_and_compare_show_answerable_and_unanswerable(tmp_path, ca
 
     out = cli(capsys, "analyze", str(mixed))
     assert "answerable           2 answerable, 4 unanswerable (gold paragraphs removed)" in out
-    table = out.split("Answerable vs unanswerable (gold paragraphs removed):\n")[1].splitlines()
+    table = out.split("Answerable vs unanswerable (gold paragraphs removed):\n")[1].split("\nMetrics:")[0].splitlines()
     assert table[0].split() == ["metric", "answerable", "unanswerable"]
     rows = {line.split()[0]: line.split()[1:] for line in table[2:]}
     assert rows["n"] == ["2", "4"] and rows["truthfulness"] == ["0.000", "0.500"]

@@ -63,7 +63,7 @@ def test_build_info_and_ask_with_the_index(tmp_path, docs_file, capsys):
     code, out, _ = run_cli(capsys, "index", "info", idx)
     assert "retriever        bm25" in out
     code, out, err = run_cli(
-        capsys, "ask", "capital of Italy?", "--index", idx, "--docs", docs_file,
+        capsys, "ask", "capital of Italy?", "--index", idx, "--docs", docs_file, "--method", "vanilla_rag",
         "--llm", script(tmp_path, ["Rome"]), "--json",
     )
     assert code == 0, err
@@ -182,7 +182,7 @@ def test_eval_retrieval_on_a_saved_index(tmp_path, capsys):
 def test_ask_over_the_demo_corpus_with_dense_and_hybrid(tmp_path, capsys, retriever):
     code, out, err = run_cli(
         capsys, "ask", "Who discovered Uranus?", "--docs", demo_corpus_path(), "--retriever", retriever,
-        "--llm", script(tmp_path, ["William Herschel"]), "--json",
+        "--method", "vanilla_rag", "--llm", script(tmp_path, ["William Herschel"]), "--json",
     )
     assert code == 0, err
     data = json.loads(out)
@@ -198,7 +198,7 @@ def test_dense_index_of_the_demo_corpus_is_loaded_by_ask(tmp_path, capsys):
     assert f"model {DEFAULT_MODEL}" in out
     code, out, err = run_cli(
         capsys, "ask", "Who discovered Uranus?", "--index", idx, "--docs", demo_corpus_path(),
-        "--llm", script(tmp_path, ["Herschel"]), "--json",
+        "--method", "vanilla_rag", "--llm", script(tmp_path, ["Herschel"]), "--json",
     )
     assert code == 0, err
     assert json.loads(out)["sources"][0]["title"] == "Uranus"

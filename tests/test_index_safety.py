@@ -465,11 +465,12 @@ def test_the_flags_on_ask_and_index_build(tmp_path, messy_dir, capsys, caplog, s
     assert code == 0 and "built bm25 index of 9 documents" in out
     code, out, err = run_cli(
         capsys, "ask", "private key?", "--docs", messy_dir, "--follow-external-links", "--llm", script,
+        "--method", "vanilla_rag",
         "--top-k", "1", "--json",
     )
     assert code == 0 and json.loads(out)["sources"][0]["id"] == "key"
     code, out, err = run_cli(
-        capsys, "ask", "secret?", "--docs", messy_dir, "--set", "data.include_hidden=true",
+        capsys, "ask", "secret?", "--docs", messy_dir, "--set", "data.include_hidden=true", "--method", "vanilla_rag",
         "--llm", script, "--top-k", "1", "--json",
     )
     assert code == 0 and json.loads(out)["sources"][0]["id"] == ".env"

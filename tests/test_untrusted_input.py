@@ -161,8 +161,10 @@ def test_ask_with_a_question_byte_that_is_not_utf8_is_one_line(project):
 
     with ScriptedHTTPServer(upstream) as server:
         spec = f"openai:m@{server.url}/v1"
-        bad = selfrag_cli("ask", b"x \xff", "--docs", "docs.jsonl", "--llm", spec, cwd=project)
-        good = selfrag_cli("ask", "What is the capital?", "--docs", "docs.jsonl", "--llm", spec, cwd=project)
+        bad = selfrag_cli("ask", b"x \xff", "--docs", "docs.jsonl", "--llm", spec, "--method", "vanilla_rag",
+                          cwd=project)
+        good = selfrag_cli("ask", "What is the capital?", "--docs", "docs.jsonl", "--llm", spec,
+                           "--method", "vanilla_rag", cwd=project)
     line = one_line(bad)
     assert "the question is not UTF-8 text (byte 0xff at character 3 is not UTF-8)" in line
     assert good.returncode == 0 and "Paris" in good.stdout

@@ -2,6 +2,8 @@
 
 Where each default lives (docs/architecture.md, "Where each default lives"):
 
+* the default method (``METHOD``) is written here once: every command, the
+  config's ``architecture.name`` and ``create_method`` read it;
 * a setting shared by every method (passages per retrieval, the LLM call's
   token cap and temperature) has one value here; ``configs/base.yaml``
   documents the same numbers (``retrieval.top_k``, ``llm.max_tokens``,
@@ -23,6 +25,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+# The method `ask`, `demo`, `serve`, configs (architecture.name) and create_method() use when
+# none is named; `--method vanilla_rag` is the plain retrieve-then-answer baseline.
+METHOD = "self_rag"
 TOP_K = 5  # passages per retrieval (retrieval.top_k)
 MAX_TOKENS = 256  # token cap of an LLM call (llm.max_tokens)
 TEMPERATURE = 0.0  # sampling temperature of an LLM call (llm.temperature)

@@ -27,7 +27,9 @@ class BackendError(SelfragError):
     """An LLM backend call failed.
 
     ``is_retryable`` says whether trying again may help (rate limits, server
-    errors, timeouts); ``retry_after`` is the server's requested wait in seconds.
+    errors, timeouts); ``retry_after`` is the server's requested wait in seconds;
+    ``max_attempts`` caps the attempts below the retry policy's for a fault
+    that one more try settles (a refused connection to this machine).
     """
 
     def __init__(
@@ -37,11 +39,13 @@ class BackendError(SelfragError):
         status: int | None = None,
         is_retryable: bool = False,
         retry_after: float | None = None,
+        max_attempts: int | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.is_retryable = is_retryable
         self.retry_after = retry_after
+        self.max_attempts = max_attempts
 
 
 class ScriptExhaustedError(BackendError):

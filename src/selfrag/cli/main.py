@@ -46,9 +46,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command parser the arguments reached, e.g. ``selfrag data download``'s."""
+    while True:
+        chosen = None
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(args, action.dest, None) or "")
+        if chosen is None:
+            return parser
+        parser = chosen
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; an unknown argument is reported with the usage of the command it was given to
+    (argparse reports it with the top-level usage: ``selfrag [-h] ... COMMAND``)."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     level = logging.INFO if args.verbose else logging.WARNING
     logging.basicConfig(level=level, format="selfrag: %(levelname)s: %(message)s")
     for handler in logging.root.handlers:

@@ -169,7 +169,8 @@ def load_config(
     return validate(data, sources)
 
 
-# Config keys that hold file-system paths, resolved against the working directory.
+# Config keys that hold file-system paths, resolved against the working directory (data.path
+# may instead name a shipped sample, ``sample:NAME``: selfrag.data.shipped).
 PATH_KEYS = (
     ("experiment", "output_dir"),
     ("data", "path"),
@@ -186,7 +187,7 @@ def with_absolute_paths(cfg: ExperimentConfig, cwd: str | Path | None = None) ->
     for section, key in PATH_KEYS:
         part = getattr(out, section)
         value = getattr(part, key)
-        if value:
+        if value and not str(value).startswith(SAMPLE_PREFIX):  # a shipped sample is not a file path
             setattr(part, key, str((base / Path(value).expanduser()).resolve()))
     return out
 

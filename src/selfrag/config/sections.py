@@ -21,7 +21,7 @@ class ExperimentSection(StrictModel):
 
 
 class ArchitectureSection(StrictModel):
-    name: str = "vanilla_rag"
+    name: str = defaults.METHOD
 
 
 class PricingSection(StrictModel):
@@ -88,7 +88,7 @@ class DataSection(StrictModel):
     """
 
     dataset: str = "demo"  # hotpotqa, pubmedqa, mmlu_evidence, jsonl, demo
-    path: str | None = None  # a file (or, for mmlu_evidence, a folder of files)
+    path: str | None = None  # a file (mmlu_evidence: or folder), sample:NAME, or None: the shipped sample
     corpus: str | None = None  # a shared collection for datasets without per-question contexts
     # A folder of documents (data.corpus, ask --docs): also read hidden entries (.git/, .notes.md)
     # and symbolic links that point outside the folder; both are skipped by default.

@@ -10,7 +10,10 @@
 ``demo``            the shipped demo questions over the shipped demo corpus
 ==================  ==========================================================
 
-Relative paths are resolved against the working directory. A malformed record
+``data.path: null`` with ``hotpotqa``, ``pubmedqa`` or ``mmlu_evidence`` reads
+the sample of that benchmark shipped with selfrag, and ``sample:NAME`` names a
+shipped sample (:mod:`selfrag.data.shipped`). Relative paths are resolved
+against the working directory. A malformed record
 fails with its file and line, unless ``data.skip_invalid`` is set, in which
 case it is skipped and counted in ``Dataset.skipped``. ``data.remove_gold``
 (the unanswerable control) is applied to the whole file before
@@ -38,6 +41,15 @@ class Dataset:
     source: str = ""
     skipped: int = 0
     skipped_examples: list[str] = field(default_factory=list)
+    sample: str | None = None  # the shipped sample read (selfrag.data.shipped), if one was
+
+    @property
+    def missing_contexts_hint(self) -> str:
+        """What to do when a retrieving method meets this dataset's questions without contexts."""
+        if self.sample == "mmlu_evidence":
+            return ("; the shipped MMLU sample has no evidence passages (their licence is not stated): "
+                    "fetch the full files with `selfrag data download mmlu_evidence`")
+        return ""
 
     def __len__(self) -> int:
         return len(self.questions)
@@ -130,8 +142,10 @@ def load_dataset(data, *, limit: int | None = None) -> Dataset:
     ``data.subset_size``) keeps the first N of the rest; when both are set the
     smaller wins.
     """
+    from ..data.shipped import resolve
+
     loader = LOADERS[data.dataset]  # config validation admits only DATASETS
-    path = Path(data.path).expanduser() if data.path else None
+    path, sample = resolve(data.dataset, data.path or None)
     errors = RecordErrors(skip_invalid=data.skip_invalid)
     questions = loader(path, data.split, errors)
     seen: set[str] = set()
@@ -159,7 +173,8 @@ def load_dataset(data, *, limit: int | None = None) -> Dataset:
         name=data.dataset,
         questions=questions,
         corpus=_corpus(data),
-        source=str(path) if path else data.dataset,
+        source=f"sample:{sample.name}" if sample else str(path) if path else data.dataset,
         skipped=errors.skipped,
         skipped_examples=errors.examples,
+        sample=sample.name if sample else None,
     )

@@ -54,5 +54,9 @@ class Progress:
         else:
             self.bar.write(f"selfrag: {message}", file=sys.stderr)
 
+    def print(self, line: str) -> None:
+        """A line on stdout (e.g. ``run --trace``), printed above the bar without breaking it."""
+        self.bar.write(line, file=sys.stdout)
+
     def close(self) -> None:
         self.bar.close()

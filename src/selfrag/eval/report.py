@@ -259,7 +259,8 @@ def _label(row: dict[str, Any]) -> str:
 
 
 def plot_compare(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
-    """F1 against cost per question and against p50 latency, one point per run (a PNG)."""
+    """F1 against cost per question (LLM calls per question when every run cost $0) and against p50
+    latency, one point per run (a PNG)."""
     matplotlib = require("matplotlib", "plot", "compare --plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -267,28 +268,33 @@ def plot_compare(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
     path = Path(path).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), constrained_layout=True)
-    panels = (("cost_per_question", "cost per question (USD)"), ("p50_latency_s", "p50 latency per question (s)"))
+    costs = [r.get("cost_per_question") for r in rows if r.get("f1") is not None]
+    # Runs that cost nothing (local models) are told apart by their LLM calls instead.
+    first = (("calls_per_question", "LLM calls per question (every run cost $0)")
+             if all(not c for c in costs) else ("cost_per_question", "cost per question (USD)"))
+    panels = (first, ("p50_latency_s", "p50 latency per question (s)"))
+    # One colour and marker per run, named once in a legend: labels written beside the points
+    # overlapped whenever two runs landed close together.
+    markers = "osD^vP*Xh<>p"
     for ax, (key, xlabel) in zip(axes, panels, strict=True):
-        placed: dict[tuple[float, float], int] = {}
-        for row in rows:
+        for i, row in enumerate(rows):
             x, y = row.get(key), row.get("f1")
             if x is None or y is None:
                 continue
-            ax.scatter([x], [y], s=40)
-            # Runs at the same point get their labels stacked instead of printed over each other.
-            nth = placed.get((x, y), 0)
-            placed[(x, y)] = nth + 1
-            ax.annotate(_label(row), (x, y), textcoords="offset points", xytext=(6, 6 + 11 * nth), fontsize=8)
-        if placed and all(x == 0 for x, _ in placed):
-            xlabel += ": all 0"  # e.g. local models, which cost nothing
+            ax.scatter([x], [y], s=50, color=f"C{i % 10}", marker=markers[i % len(markers)],
+                       label=f"{i + 1}. {_label(row)}", alpha=0.85)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("F1")
-        ax.margins(x=0.25)
+        ax.margins(x=0.15)
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlim(left=0)
         ax.grid(True, alpha=0.3)
+    handles, labels = axes[1].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside right upper", fontsize=8, frameon=False)
     models = sorted({str(r.get("model")) for r in rows if r.get("model")})
-    fig.suptitle(f"F1 vs cost and latency ({', '.join(models) or 'unknown model'})", fontsize=10)
+    against = "LLM calls" if first[0] == "calls_per_question" else "cost"
+    fig.suptitle(f"F1 vs {against} and latency ({', '.join(models) or 'unknown model'})", fontsize=10)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,14 +79,14 @@ def is_fatal(exc: BaseException) -> bool:
     return isinstance(exc, BackendError) and exc.status in FATAL_STATUSES
 
 
-def _check_documents(method: Method, has_shared: bool, questions: Sequence[Question]) -> None:
+def _check_documents(method: Method, has_shared: bool, questions: Sequence[Question], hint: str = "") -> None:
     if not method.uses_retrieval or has_shared:
         return
     bare = [q.id for q in questions if not q.contexts]
     if bare:
         raise DataError(
             f"method {method.name} retrieves, but {len(bare)} question(s) (e.g. {bare[0]}) have no contexts; "
-            "give a shared collection with data.corpus or retrieval.index"
+            "give a shared collection with data.corpus or retrieval.index" + hint
         )
 
 
@@ -149,7 +149,7 @@ class Experiment:
             "model": str(getattr(self.llm, "model", "") or ""),
             "llm_spec": str(getattr(self.llm, "spec", cfg.llm.spec) or ""),
             "dataset": cfg.data.dataset,
-            "data_path": cfg.data.path,
+            "data_path": cfg.data.path or (self.dataset.source if self.dataset.sample else None),
             "skipped_records": self.dataset.skipped,
             "status": status,
             "complete": status == "complete",
@@ -187,7 +187,9 @@ class Experiment:
         record["session"] = self.ledger.session
         return record
 
-    async def answer_all(self, pending: list[Question], concurrency: int, progress: Progress) -> None:
+    async def answer_all(self, pending: list[Question], concurrency: int, progress: Progress,
+                         on_record: Callable[[dict[str, Any]], str | None] | None = None) -> None:
+        """Answer ``pending``; ``on_record(record)`` may return a line to print as each is answered."""
         writer = PredictionWriter(self.run_dir / PREDICTIONS_FILE)
         queue = iter(pending)
 
@@ -199,6 +201,8 @@ class Experiment:
                 self.ledger.question(record["id"], error["type"] if error else None)
                 self.add(record)
                 progress.update(record)
+                if on_record is not None and (line := on_record(record)):
+                    progress.print(line)
 
         try:
             async with asyncio.TaskGroup() as group:
@@ -236,9 +240,12 @@ async def run_experiment_async(
     resume_dir: str | Path | None = None,
     progress: bool = True,
     llm: Any = None,
+    on_record: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> RunResult:
     """Run (or resume) an experiment; returns the run directory and its summary.
 
+    ``on_record(record)`` hears of each answered question and may return a line
+    to print (``selfrag run --trace``).
     ``llm`` replaces the configured backend (the caller then closes it). The
     run directory is locked for the whole call; a second process is refused.
     """
@@ -249,11 +256,12 @@ async def run_experiment_async(
             resume_dir = check_run_dir(Path(resume_dir)).resolve()
             held.enter_context(RunLock.acquire(resume_dir))
             check_same_settings(cfg, resume_dir)  # before the dataset, index or model is loaded
-        return await _run(cfg, held, output_root, run_id, resume_dir, progress, llm)
+        return await _run(cfg, held, output_root, run_id, resume_dir, progress, llm, on_record)
 
 
 async def _run(cfg: ExperimentConfig, held: ExitStack, output_root: str | Path | None, run_id: str | None,
-               resume_dir: Path | None, progress: bool, llm: Any) -> RunResult:
+               resume_dir: Path | None, progress: bool, llm: Any,
+               on_record: Callable[[dict[str, Any]], str | None] | None = None) -> RunResult:
     dataset = load_dataset(cfg.data)
     if dataset.skipped:
         log.warning("skipped %d malformed record(s), e.g. %s", dataset.skipped, dataset.skipped_examples[0])
@@ -265,7 +273,7 @@ async def _run(cfg: ExperimentConfig, held: ExitStack, output_root: str | Path |
     try:
         retriever = build_retriever(cfg, dataset.corpus)
         method = build_method(cfg, tracked, retriever)
-        _check_documents(method, retriever is not None, dataset.questions)
+        _check_documents(method, retriever is not None, dataset.questions, dataset.missing_contexts_hint)
         if resume_dir is not None:
             run_dir = resume_dir
             done, previous = _resume_state(run_dir, dataset)
@@ -283,7 +291,7 @@ async def _run(cfg: ExperimentConfig, held: ExitStack, output_root: str | Path |
         finished = {r["id"] for r in done}
         pending = [q for q in dataset.questions if q.id not in finished]
         progress_bar = Progress(len(dataset), done, cfg.experiment.name, progress)
-        await experiment.answer_all(pending, cfg.run.concurrency, progress_bar)
+        await experiment.answer_all(pending, cfg.run.concurrency, progress_bar, on_record)
         progress_bar.close()
         progress_bar = None
         summary = experiment.finish()

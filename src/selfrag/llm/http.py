@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import ipaddress
 import json
 import time
 from typing import Any
@@ -21,6 +22,33 @@ from ..redaction import redact_secrets, redact_values, secret_forms
 from ..validation import load_json
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+# The wait before the one retry of a refused connection to this machine.
+LOCAL_REFUSED_RETRY_S = 0.25
+LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+def is_local_url(url: str) -> bool:
+    """Whether ``url``'s host is this machine (localhost, 127.0.0.0/8, ::1)."""
+    host = (httpx.URL(url).host or "").lower().strip("[]")
+    if host in LOCAL_NAMES or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether a connect error is a refused connection (the port is closed), by its cause or its text."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # httpx wraps httpcore, which wraps the OSError
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    text = str(exc).lower()
+    return "connection refused" in text or "errno 111" in text
 _SECRET_HEADERS = {"authorization", "x-api-key", "api-key", "proxy-authorization"}
 
 
@@ -111,6 +139,19 @@ class HTTPTransport:
             raise BackendError(
                 f"{self._label}: no complete answer within {self._timeout:g} s "
                 f"({type(exc).__name__}; raise llm.timeout if the server is just slow)",
+                is_retryable=True,
+            ) from exc
+        except httpx.ConnectError as exc:
+            if refused(exc) and is_local_url(self.base_url):
+                # Nothing listens on this machine's port: one quick retry (a server just starting), not five.
+                raise BackendError(
+                    f"{self._label}: connection refused by {redact_secrets(self.base_url)}: nothing is listening "
+                    "there (start the server, or fix the URL's port)",
+                    is_retryable=True, retry_after=LOCAL_REFUSED_RETRY_S, max_attempts=2,
+                ) from exc
+            raise BackendError(
+                f"{self._label}: cannot reach {redact_secrets(self.base_url)} "
+                f"({type(exc).__name__}: {redact_secrets(str(exc))})",
                 is_retryable=True,
             ) from exc
         except httpx.TransportError as exc:

@@ -51,6 +51,9 @@ async def call_with_retries(
 
     A non-retryable error is raised at once; when the attempts run out, the
     last error is raised as a non-retryable one that says how many were made.
+    An error with its own ``max_attempts`` (a refused connection to this
+    machine: :mod:`.http`) is tried at most that often, and its retry is
+    logged at INFO only, so the failure is one line.
     """
     rng = rng or random.Random()
     attempt = 0
@@ -61,16 +64,18 @@ async def call_with_retries(
         except BackendError as exc:
             if not exc.is_retryable:
                 raise
-            if attempt >= policy.max_attempts:
-                raise BackendError(
-                    f"{label}: gave up after {attempt} attempts: {exc}", status=exc.status, is_retryable=False
-                ) from exc
+            limit = min(policy.max_attempts, exc.max_attempts or policy.max_attempts)
+            if attempt >= limit:
+                message = (f"{exc} (tried {'once' if attempt == 1 else f'{attempt} times'})" if exc.max_attempts
+                           else f"{label}: gave up after {attempt} attempts: {exc}")
+                raise BackendError(message, status=exc.status, is_retryable=False) from exc
             wait = policy.delay(attempt, exc.retry_after, rng)
-            log.warning(
+            log.log(
+                logging.INFO if exc.max_attempts else logging.WARNING,
                 "%s: attempt %d of %d failed: %s; retrying in %.1f s",
                 redact_secrets(label),
                 attempt,
-                policy.max_attempts,
+                limit,
                 redact_secrets(str(exc)),
                 wait,
             )

@@ -12,6 +12,7 @@ import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
+from .. import defaults
 from ..errors import ConfigError
 from . import catalog
 from .core.base import Method
@@ -67,17 +68,22 @@ def resolve_method_config(cls: type[Method], config: Mapping[str, Any] | None) -
 
 
 def create_method(
-    name: str,
-    llm: Any,
+    name: str | None = None,
+    llm: Any = None,
     retriever: Any = None,
     config: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Method:
-    """Build a method by name; ``config`` may hold its section nested (``{"self_rag": {...}}``).
+    """Build a method by name (None: :data:`selfrag.defaults.METHOD`, ``self_rag``); ``config``
+    may hold its section nested (``{"self_rag": {...}}``).
 
-    An ``augmentations`` key of ``config`` becomes the method's augmentation stages.
+    ``create_method(llm=llm, retriever=retriever)`` is the default method;
+    ``create_method("vanilla_rag", llm, retriever)`` the baseline. An
+    ``augmentations`` key of ``config`` becomes the method's augmentation stages.
     """
-    cls = get_method_class(name)
+    if llm is None:
+        raise TypeError("create_method() needs an llm (e.g. selfrag.llm.create_backend())")
+    cls = get_method_class(name or defaults.METHOD)
     if config is not None and "augmentations" in config:
         config = dict(config)
         kwargs.setdefault("augmentations", load_augmentations({"augmentations": config.pop("augmentations")}))

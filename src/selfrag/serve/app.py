@@ -13,6 +13,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from . import routes_answer, routes_runs
+from .access_log import AccessLog
 from .answering import Answerer
 from .errors import EXCEPTION_HANDLERS
 from .guard import Guard
@@ -30,8 +31,9 @@ def _page(name: str):
     return page
 
 
-def create_app(settings: ServeSettings, answerer: Answerer | None) -> Starlette:
-    """The server: answers with ``answerer`` (None: runs only) and reads runs under ``settings.runs_dir``."""
+def create_app(settings: ServeSettings, answerer: Answerer | None, *, access_log: bool = True) -> Starlette:
+    """The server: answers with ``answerer`` (None: runs only) and reads runs under ``settings.runs_dir``;
+    ``access_log``: one line per request on stderr (outside the guard, so refusals are logged too)."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette):
@@ -49,7 +51,7 @@ def create_app(settings: ServeSettings, answerer: Answerer | None) -> Starlette:
             *routes_answer.ROUTES,
             *routes_runs.ROUTES,
         ],
-        middleware=[Middleware(Guard, settings=settings)],
+        middleware=[*([Middleware(AccessLog)] if access_log else []), Middleware(Guard, settings=settings)],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )

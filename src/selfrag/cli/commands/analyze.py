@@ -16,9 +16,14 @@ ORDER = 55
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ...eval.metric_notes import help_text
+
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = help_text()
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `selfrag run`")
     parser.add_argument("--breakdown", action="store_true", help="also by question type, level and retrieval decision")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--no-definitions", action="store_true", help="leave out the footer that defines each metric")
 
 
 def warn(message: str) -> None:
@@ -26,6 +31,7 @@ def warn(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ...eval.metric_notes import footer
     from ...eval.report import answerability_table, breakdown_tables, load_run, summary_table
 
     summary = load_run(args.run_dir, warn=warn)
@@ -39,4 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if args.breakdown:
         tables = breakdown_tables(summary)
         print("\n" + (tables or "no breakdown: the run has no answered questions"))
+    notes = footer(summary.get("metrics") or {})
+    if notes and not args.no_definitions:
+        print("\n" + notes)
     return 0

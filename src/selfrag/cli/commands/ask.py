@@ -9,6 +9,7 @@ import sys
 
 from ...assemble import build_backend, build_method, build_retriever
 from ...errors import DataError
+from ...extras import check_config
 from ...serialize import response_json
 from ...validation import lone_surrogate
 from ..options import add_answer_options, config_from_args
@@ -18,21 +19,17 @@ from .index import add_docs_options, load_docs
 NAME = "ask"
 HELP = "answer one question over a folder or JSONL file of documents"
 ORDER = 10
-DEFAULT_METHOD = "vanilla_rag"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("question", help="the question to answer")
     add_docs_options(parser, help="a folder of .txt/.md files or a JSONL file of {id?, title?, text}")
-    add_answer_options(parser)
-    parser.add_argument("--trace", action="store_true", help="show every step the method took")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_answer_options(parser, NAME)
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.method and not args.config:
-        args.method = DEFAULT_METHOD
     cfg = config_from_args(args, cache_default=False)
+    check_config(cfg)  # a missing extra (dense retrieval) before any document is read
     if not args.question.strip():
         raise DataError("the question is empty; give some text to answer")
     if (problem := lone_surrogate(args.question)) is not None:

@@ -17,7 +17,9 @@ ORDER = 56
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories written by `selfrag run`")
-    parser.add_argument("--plot", metavar="FILE.png", help="also plot F1 against cost and latency per question")
+    parser.add_argument("--plot", metavar="FILE.png",
+                        help="also plot F1 against cost (LLM calls when every run cost $0) and latency per question "
+                        "(needs the plot extra: pip install 'selfrag[plot]')")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
 
 
@@ -32,6 +34,10 @@ def run(args: argparse.Namespace) -> int:
     )
     from .analyze import warn
 
+    if args.plot:
+        from ...extras import need
+
+        need("plot", "compare --plot")  # before any run is read or a table printed
     summaries = [load_run(d, warn=warn) for d in args.run_dirs]
     rows = [compare_row(s) for s in summaries]
     if args.json:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from ...config import ExperimentConfig, load_config
 from ...errors import ConfigError
+from ...extras import check_config
+from ..options import add_answer_options, flag_overrides
 
 NAME = "run"
 HELP = "run an experiment config over its dataset (writes results/<run_id>/)"
@@ -22,11 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", nargs="?", metavar="CONFIG", help="a YAML config (see configs/); optional with --resume")
     parser.add_argument("--limit", type=int, metavar="N", help="answer only the first N questions")
     parser.add_argument("--concurrency", type=int, metavar="N", help="questions answered at the same time")
-    parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override a config key, e.g. --set data.path=FILE (repeatable)",
-    )
-    parser.add_argument("--llm", metavar="SPEC", help="backend spec (same as --set llm.spec=SPEC)")
+    add_answer_options(parser, NAME)
     parser.add_argument("--output", metavar="DIR", help="folder for run directories (default: experiment.output_dir)")
     parser.add_argument("--run-id", metavar="NAME", help="name of the run directory (default: <time>_<experiment>)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run in RUN_DIR")
@@ -34,10 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> ExperimentConfig:
-    overrides: list = list(args.overrides)
-    # Dedicated flags are taken as given (not YAML-parsed): (key, value, flag).
-    if args.llm:
-        overrides.append(("llm.spec", args.llm, "--llm"))
+    # --set values are read as YAML; the dedicated flags are taken as given: (key, value, flag).
+    overrides: list = [*args.overrides, *flag_overrides(args)]
     if args.concurrency is not None:
         overrides.append(("run.concurrency", args.concurrency, "--concurrency"))
     if args.resume:
@@ -63,15 +60,20 @@ def run(args: argparse.Namespace) -> int:
     if args.resume and (args.output or args.run_id):
         raise ConfigError("--resume continues RUN_DIR in place; drop --output/--run-id")
     cfg = _config(args)
+    check_config(cfg)  # a missing extra (dense retrieval) before the dataset or model is loaded
     result = run_experiment(
         cfg,
         output_root=args.output,
         run_id=args.run_id,
         resume_dir=args.resume,
         progress=not args.no_progress,
+        on_record=_trace_line if args.trace else None,
     )
-    print(summary_table(result.summary))
-    print(f"\nresults: {result.run_dir}")
+    if args.json:
+        print(json.dumps(result.summary, indent=2, ensure_ascii=False))
+    else:
+        print(summary_table(result.summary))
+        print(f"\nresults: {result.run_dir}")
     predictions = result.run_dir / "predictions.jsonl"
     if result.summary.get("status") == "failed":
         # One line: how many failed, the first error, and how to go on.
@@ -82,3 +84,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"selfrag: {result.summary['n_errors']} question(s) failed; see the error lines in "
               f"{predictions} (resume to retry them)", file=sys.stderr)
     return 0
+
+
+def _trace_line(record: dict) -> str:
+    """--trace: one line per answered question, its answer and what the method did."""
+    from ..explain import record_line
+
+    return record_line(record)

@@ -7,7 +7,9 @@ import os
 import sys
 from pathlib import Path
 
+from ... import defaults
 from ...errors import DataError, require
+from ...extras import check_config
 from ..options import add_answer_options, config_from_args
 from .index import add_docs_options, load_docs
 
@@ -16,14 +18,14 @@ HELP = "serve methods over HTTP: an OpenAI-compatible API and a page that shows 
 DESCRIPTION = (
     "Answer questions over --docs or --index through POST /v1/chat/completions (OpenAI format; "
     "`model` names the method) and POST /v1/ask, and serve a page at / that draws each answer's "
-    "trace (default method: self_rag). With --runs DIR, the page at /runs also opens run "
+    f"trace (default method: {defaults.METHOD}). With --runs DIR, the page at /runs also opens run "
     "directories. Listens on 127.0.0.1 "
-    "unless told otherwise; any other address needs an API key."
+    "unless told otherwise; any other address needs an API key. Every request is logged on stderr "
+    "(time, method, path, status, latency; never the query string or a header)."
 )
 ORDER = 60
 # uvicorn handles SIGTERM itself (a graceful shutdown, then the signal again): keep the default.
 OWN_SIGTERM = True
-DEFAULT_METHOD = "self_rag"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     limits = Limits()
     add_docs_options(parser, help="a folder of .txt/.md files or a JSONL file of {id?, title?, text}")
-    add_answer_options(parser)
+    add_answer_options(parser, NAME)
     parser.add_argument("--runs", metavar="DIR", help="also show the run directories under DIR (written by `selfrag run`)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
@@ -48,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"longest question accepted (default {limits.max_question_chars})")
     parser.add_argument("--max-body-bytes", type=int, default=limits.max_body_bytes, metavar="N",
                         help=f"largest request body accepted (default {limits.max_body_bytes})")
+    parser.add_argument("--no-access-log", action="store_true", help="do not log each request on stderr")
 
 
 def _answers(args: argparse.Namespace) -> bool:
@@ -59,16 +62,30 @@ def _build_answerer(args: argparse.Namespace, timeout_s: float):
     from ...assemble import build_backend, build_retriever
     from ...serve.answering import Answerer
 
-    if not args.method and not args.config:
-        args.method = DEFAULT_METHOD
     cfg = config_from_args(args, cache_default=False)
+    check_config(cfg)  # a missing extra (dense retrieval) before any document is read
     documents = load_docs(args, cfg)
     retriever = build_retriever(cfg, documents)
     llm = build_backend(cfg)
     warm_up = getattr(llm, "warm_up", None)
     if callable(warm_up):
         warm_up()  # load the model now, not on the first question
+    if args.trace:
+        return _tracing(Answerer)(cfg, llm, retriever, timeout_s=timeout_s)
     return Answerer(cfg, llm, retriever, timeout_s=timeout_s)
+
+
+def _tracing(base: type) -> type:
+    """An Answerer that logs one line per answer on stderr: what the method did (serve --trace)."""
+    from ..explain import explain
+
+    class TracingAnswerer(base):
+        async def answer(self, question, method_name, progress=None):
+            response = await super().answer(question, method_name, progress)
+            print(f"selfrag: {method_name}: {explain(response)}", file=sys.stderr, flush=True)
+            return response
+
+    return TracingAnswerer
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,9 +122,10 @@ def run(args: argparse.Namespace) -> int:
     what += ["API /v1/chat/completions, /v1/ask"] if answerer else []
     print(f"selfrag: serving on http://{shown}:{port} ({'; '.join(what)}); Ctrl-C stops", file=sys.stderr)
     verbose = bool(getattr(args, "verbose", False))
+    # uvicorn's own access log would print query strings: selfrag's (serve/access_log.py) never does.
     config = uvicorn.Config(
-        create_app(settings, answerer), log_level="info" if verbose else "warning",
-        access_log=verbose, timeout_graceful_shutdown=5,
+        create_app(settings, answerer, access_log=not args.no_access_log), log_level="info" if verbose else "warning",
+        access_log=False, timeout_graceful_shutdown=5,
     )
     uvicorn.Server(config).run(sockets=[sock])
     return 0
