@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from ..data.shipped import PREFIX as SAMPLE_PREFIX
 from ..errors import ConfigError
 from ..redaction import redact
 from ..validation import describe_error, parse_model, read_yaml_file
