@@ -260,3 +260,12 @@ def test_fitting_needs_answers_both_right_and_wrong(tmp_path):
         fit_runs([run], tmp_path / "x.json")
     with pytest.raises(DataError, match="no answered questions"):
         fit_runs([tmp_path / "missing"], tmp_path / "x.json")
+
+
+async def test_a_failing_confidence_call_leaves_the_signal_unknown_not_the_answer_lost():
+    llm = ScriptedBackend({"Is your answer above correct": {"error": "model server down", "status": 400}})
+    run = Run(llm, None, {})
+    sure = await read_confidence(run, ConfidenceReading.P_TRUE, Q, "x", seq=None, context="c", docs=DOCS)
+    assert sure.value is None and sure.signals.p_true is None
+    note = run.records[-1]
+    assert note.action == "confidence" and "model server down" in note.details["unavailable"][0]

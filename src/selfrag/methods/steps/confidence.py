@@ -21,10 +21,11 @@ outcome's details carry them for every reading.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ...errors import BackendError
 from ...llm.base import Message, chat
 from ...normalize import normalize_answer
 from ...prompts import load_prompt, render
@@ -130,25 +131,36 @@ async def read_confidence(
     by a reply whose mean token log-probability is ``seq``; the signals a reading needs are read, the
     others left unknown."""
     reading = ConfidenceReading(reading)
+    missing: list[str] = []
     signals = Signals(seq=seq)
     value: float | None = None
     if reading is ConfidenceReading.SEQUENCE:
         value = None if seq is None else math.exp(seq)
     elif reading is ConfidenceReading.P_TRUE:
-        signals = Signals(seq=seq, p_true=await p_true(run, question, context, answer))
+        signals = Signals(seq=seq, p_true=await _read(p_true(run, question, context, answer), missing))
         value = signals.p_true
     elif reading is ConfidenceReading.REFLECTION:
         model = model or ConfidenceModel.load()
-        truth = await p_true(run, question, context, answer) if "p_true" in model.features else None
-        raised = await lift(run, question, context, answer) if "lift" in model.features else None
+        truth = await _read(p_true(run, question, context, answer), missing) if "p_true" in model.features else None
+        raised = await _read(lift(run, question, context, answer), missing) if "lift" in model.features else None
         signals = Signals(seq=seq, p_true=truth, lift=raised, contained=contained(answer, docs),
                           relevance=relevance(priors))
         value = model.score(signals)
     out = Confidence(value, reading, signals)
     if reading in (ConfidenceReading.P_TRUE, ConfidenceReading.REFLECTION):  # readings that made calls
+        details = out.as_dict() | ({"unavailable": missing} if missing else {})
         run.note("confidence", thought=f"How sure is the answer? (confidence: {reading.value})",
                  action_input=shorten(answer),
                  observation="unknown" if value is None else f"{value:.3f}"
                  + (f" ({LOW_CONFIDENCE_NOTE})" if value < LOW else ""),
-                 details=out.as_dict())
+                 details=details)
     return out
+
+
+async def _read(reading: Awaitable[float | None], missing: list[str]) -> float | None:
+    """A signal's value, or None when its call failed: a confidence never costs the answer it judges."""
+    try:
+        return await reading
+    except BackendError as exc:
+        missing.append(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return None
