@@ -59,6 +59,8 @@ def test_combined_json_reports_one_plus_two_n_calls(tmp_path, docs_dir, capsys):
         "self_rag.num_candidates=2",
         "--set",
         "self_rag.joint_candidate=false",
+        "--set",
+        "self_rag.confidence=off",
         "--json",
     )
     assert code == 0, err
@@ -121,6 +123,8 @@ def test_separate_json_reports_one_plus_four_k_calls(tmp_path, docs_dir, capsys)
         "self_rag.critique=separate",
         "--set",
         "self_rag.joint_candidate=false",
+        "--set",
+        "self_rag.confidence=off",
         "--json",
     )
     assert code == 0, err

@@ -141,7 +141,7 @@ async def test_critical_path_in_call_latencies(mode, latencies, static_retriever
     llm = DelayedBackend(ScriptedBackend(script), 0.05)
     method = create_method(
         "self_rag", llm, retriever,
-        {"self_rag": {"joint_candidate": False, "critique": mode, "num_candidates": 5}},
+        {"self_rag": {"joint_candidate": False, "confidence": "off", "critique": mode, "num_candidates": 5}},
     )
     response = await method.answer(QUESTION)
     assert response.num_llm_calls == llm.calls == (1 + 5 if mode == "fused" else 1 + 2 * 5)
@@ -173,7 +173,7 @@ async def test_candidate_prompts_share_instructions_and_question_before_the_pass
          "Answer: Paris": "4"}
     )
     await create_method(
-        "self_rag", llm, france_retriever, {"self_rag": {"joint_candidate": False, "critique": mode}}
+        "self_rag", llm, france_retriever, {"self_rag": {"joint_candidate": False, "confidence": "off", "critique": mode}}
     ).answer(QUESTION)
     prompts = [c.prompt_text() for c in llm.calls
                if any(d in c.prompt_text() for d in (DOC_A, DOC_B, DOC_C))]
@@ -244,7 +244,7 @@ async def test_always_retrieve_skips_the_decision_call(mode, calls, france_retri
     llm = ScriptedBackend(script)
     method = create_method(
         "self_rag", llm, france_retriever,
-        {"self_rag": {"joint_candidate": False, "critique": mode, "retrieval_mode": "always"}},
+        {"self_rag": {"joint_candidate": False, "confidence": "off", "critique": mode, "retrieval_mode": "always"}},
     )
     response = await method.answer(QUESTION)
     assert response.num_llm_calls == calls
