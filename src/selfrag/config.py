@@ -105,6 +105,11 @@ class DataSection(StrictModel):
     # and symbolic links that point outside the folder; both are skipped by default.
     include_hidden: bool = False
     follow_external_links: bool = False
+    # Text, Markdown, HTML, PDF and Word files are cut into passages of about chunk_size tokens
+    # (words and punctuation marks), each starting with up to chunk_overlap tokens of the one
+    # before (selfrag.ingest.chunking); JSONL lines are taken as they are.
+    chunk_size: int = Field(200, ge=16)
+    chunk_overlap: int = Field(20, ge=0)
     split: str | None = None  # pubmedqa: test/train; mmlu_evidence: subjects, comma-separated
     subset_size: int | None = Field(None, ge=1)  # None: every question; N: the first N
     # Leave out the first N questions of the file (before subset_size): a second sample of
@@ -308,7 +313,7 @@ def _source_for(key: str, sources: Mapping[str, str]) -> str:
 
 def _check_top_level(data: Mapping[str, Any], sources: Mapping[str, str]) -> None:
     """Refuse a top-level key that is neither a section nor a method's section, naming its file."""
-    from .methods.registry import available_methods
+    from .methods.factory import available_methods
 
     fixed = set(ExperimentConfig.model_fields) - {"methods"}
     owners = {cls.section() for cls in available_methods().values()}
