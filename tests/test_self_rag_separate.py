@@ -123,6 +123,7 @@ async def test_response_exposes_the_seed_fields(france_retriever):
         "utility": 5,
         "score": 25.0,
         "defaults_used": [],
+        "not_judged": [],
     }
     assert d["critique"] == "separate"
 

@@ -9,7 +9,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from .types import RAGResponse
+from .reflection.judged import VERDICTS, honest_row
+from .types import Candidate, RAGResponse, ReasoningStep
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -38,6 +39,36 @@ def dumps(obj: Any, **kwargs: Any) -> str:
     return json.dumps(to_jsonable(obj), **kwargs)
 
 
+def candidates_json(candidates: Any) -> list[dict[str, Any]]:
+    """Candidates as JSON, each verdict the model did not give set to None and named under ``not_judged``."""
+    return [honest_row(to_jsonable(c)) for c in candidates if isinstance(c, Candidate)]
+
+
+def _honest_step(step: dict[str, Any]) -> dict[str, Any]:
+    """A trace step as JSON; a verdict its reply did not hold (a parser default) is None, named under
+    ``not_judged`` (its value for scoring stays in ``default_value``)."""
+    details = step.get("details")
+    if not isinstance(details, dict):
+        return step
+    defaulted = list(details.get("defaults_used") or [])
+    if details.get("default_used") is True:
+        defaulted += [k for k in (*VERDICTS, "needs_retrieval") if k in details]
+    names = [k for k in dict.fromkeys(defaulted) if k in details]
+    if not names:
+        return step
+    fixed = dict(details)
+    fixed["default_value"] = {k: details[k] for k in names}
+    for k in names:
+        fixed[k] = None
+    fixed["not_judged"] = names
+    return {**step, "details": fixed}
+
+
+def steps_json(steps: Any) -> list[dict[str, Any]]:
+    """Trace steps as JSON (see :func:`_honest_step`)."""
+    return [_honest_step(to_jsonable(s)) for s in steps if isinstance(s, ReasoningStep)]
+
+
 def response_json(response: RAGResponse) -> dict[str, Any]:
     """The one JSON object ``selfrag ask --json`` prints."""
     return {
@@ -57,7 +88,7 @@ def response_json(response: RAGResponse) -> dict[str, Any]:
                       for i, d in enumerate(response.citations, start=1)],
         "abstained": response.abstained,
         "confidence": response.confidence,
-        "candidates": to_jsonable(list(response.candidates)),
-        "reasoning_chain": to_jsonable(list(response.reasoning_chain)),
+        "candidates": candidates_json(response.candidates),
+        "reasoning_chain": steps_json(response.reasoning_chain),
         "details": to_jsonable(response.details),
     }

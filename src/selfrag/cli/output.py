@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from ..methods.steps.confidence import LOW, LOW_CONFIDENCE_NOTE
+from ..reflection.judged import NOT_JUDGED, VERDICTS, not_judged
 from ..types import RAGResponse, ReasoningStep
 
 
@@ -33,8 +34,18 @@ def print_step(step: ReasoningStep, out: TextIO) -> None:
     if step.observation:
         print(f"      result:  {_one_line(step.observation)}", file=out)
     view = {k: v for k, v in step.details.items() if k not in ("raw_output", "documents", "evaluated_prompt_tokens")}
+    for key in _defaulted(step.details):
+        view[key] = f"{NOT_JUDGED} (no usable verdict in the reply; scored as {_fmt_value(view[key])})"
     for key, value in view.items():
         print(f"      {key}: {_one_line(_fmt_value(value))}", file=out)
+
+
+def _defaulted(details: dict[str, Any]) -> list[str]:
+    """The verdicts of a step that are a parser's default, not the model's."""
+    names = list(details.get("defaults_used") or [])
+    if details.get("default_used") is True:
+        names += [k for k in (*VERDICTS, "needs_retrieval") if k in details]
+    return [k for k in dict.fromkeys(names) if k in details]
 
 
 def _fmt_value(value: Any) -> str:
@@ -84,7 +95,9 @@ def print_response(response: RAGResponse, out: TextIO, *, trace: bool = False) -
             print("\nCandidates:", file=out)
             for i, c in enumerate(response.candidates, start=1):
                 src = c.passage.title or c.passage.id if c.passage else "-"
-                parts = [f"relevance={c.relevance}", f"support={c.support}", f"utility={_fmt_num(c.utility)}"]
+                missing = not_judged(c)
+                parts = [f"{name}={NOT_JUDGED if name in missing else _fmt_num(getattr(c, name))}"
+                         for name in VERDICTS]
                 if c.score is not None:
                     parts.append(f"score={_fmt_num(c.score)}")
                 print(f"  {i}. [{src}] {_one_line(c.text, 120)}", file=out)

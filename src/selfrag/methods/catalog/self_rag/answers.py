@@ -7,6 +7,7 @@ from typing import Any
 
 from ....llm.base import chat
 from ....prompts import load_prompt, render
+from ....reflection.judged import judged_value
 from ....reflection.parse import RELEVANT
 from ....types import Candidate, Document, Question
 from ...core.answer_format import answer_system
@@ -76,8 +77,8 @@ def details(config: SelfRAGConfig, retrieval_needed: bool, retrieved: int, candi
     context = [docs[i - 1].text for i in indices if docs and i <= len(docs)]
     return {
         "critique": config.critique,
-        "support": best.support if best else None,
-        "utility": best.utility if best else None,
+        "support": judged_value(best, "support") if best else None,  # None: not judged
+        "utility": judged_value(best, "utility") if best else None,
         "context_used": context or ([best.passage.text] if best and best.passage else []),
         "retrieval_needed": retrieval_needed,
         "total_docs_retrieved": retrieved,
