@@ -355,7 +355,8 @@ def test_names_something(text, expected):
 
 async def test_a_fixed_threshold_skips_the_calibration(two_hop_retriever):
     llm = ScriptedBackend({DECISION: probs(0.2), "Question: In which city": "Leeds"})
-    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_threshold": 0.25}})
+    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_threshold": 0.25,
+                                                                                "retrieval_mode": "adaptive"}})
     response = await method.answer(TWO_HOP)
     assert response.retrieval_needed is False and response.num_llm_calls == 2
 

@@ -9,6 +9,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from .reflection.citing import with_markers
 from .reflection.judged import VERDICTS, honest_row
 from .types import Candidate, RAGResponse, ReasoningStep
 
@@ -86,6 +87,12 @@ def response_json(response: RAGResponse) -> dict[str, Any]:
         "sources": [{"id": d.id, "title": d.title} for d in response.sources],
         "citations": [{"n": i, "id": d.id, "title": d.title, "text": d.text}
                       for i, d in enumerate(response.citations, start=1)],
+        # The answer with [n] after the sentence each citation supports.
+        "answer_with_citations": with_markers(response.answer, response.citations),
+        # The passages the answer was written from; none: it used no document (and why).
+        "read": [{"id": d.id, "title": d.title} for d in response.read],
+        "used_documents": bool(response.read),
+        "without_documents": response.details.get("without_documents"),
         "abstained": response.abstained,
         "confidence": response.confidence,
         "candidates": candidates_json(response.candidates),

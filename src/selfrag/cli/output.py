@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from ..methods.steps.confidence import LOW, LOW_CONFIDENCE_NOTE
+from ..reflection.citing import with_markers
 from ..reflection.judged import NOT_JUDGED, VERDICTS, not_judged
 from ..types import RAGResponse, ReasoningStep
 
@@ -68,10 +69,21 @@ def confidence_line(value: float) -> str:
     return f"(confidence {value:.2f})"
 
 
-def print_response(response: RAGResponse, out: TextIO, *, trace: bool = False) -> None:
+def without_documents_line(response: RAGResponse) -> str | None:
+    """The line that says an answer used no document (None when it used some, or abstained)."""
+    why = response.details.get("without_documents")
+    return f"(answered without your documents: {why})" if why else None
+
+
+def print_response(response: RAGResponse, out: TextIO, *, trace: bool = False, answer_shown: bool = False) -> None:
+    """The answer (unless ``answer_shown``: it was streamed already), its sources and, with ``trace``, every step."""
     cited = response.citations
-    markers = "".join(f"[{i}]" for i in range(1, len(cited) + 1))
-    print(f"{response.answer} {markers}" if markers else response.answer, file=out)
+    if (line := without_documents_line(response)) is not None:
+        print(line, file=out)
+    if not answer_shown:
+        print(with_markers(response.answer, cited), file=out)
+    elif cited:
+        print("".join(f"[{i}]" for i in range(1, len(cited) + 1)), file=out)
     if response.abstained and response.details.get("abstain_reason"):
         print(f"(abstained: {response.details['abstain_reason']})", file=out)
     if response.confidence is not None and not response.abstained:
@@ -82,9 +94,15 @@ def print_response(response: RAGResponse, out: TextIO, *, trace: bool = False) -
         for i, d in enumerate(cited, start=1):
             print(f"  [{i}] {d.title or d.id} ({d.id}): {_one_line(d.text, 160)}", file=out)
     cited_ids = {d.id for d in cited}
-    others = [d for d in response.sources if d.id not in cited_ids]
+    unused = [d for d in response.read if d.id not in cited_ids]
+    if unused:
+        print("Read, not cited:", file=out)
+        for d in unused:
+            print(f"  - {d.title or d.id} [{d.id}]", file=out)
+    seen = cited_ids | {d.id for d in response.read}
+    others = [d for d in response.sources if d.id not in seen]
     if others:
-        print("Also retrieved:" if cited else "Sources:", file=out)
+        print("Also retrieved:" if seen else "Retrieved, not read:", file=out)
         for d in others:
             print(f"  - {d.title or d.id} [{d.id}]", file=out)
     if trace:

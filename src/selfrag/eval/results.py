@@ -124,6 +124,7 @@ def prediction_record(
         "model": response.model,
         "sources": [{"id": d.id, "title": d.title} for d in response.sources],
         "citations": [{"id": d.id, "title": d.title} for d in response.citations],
+        "read": [{"id": d.id, "title": d.title} for d in response.read],
         "abstained": response.abstained,
         "reasoning_chain": steps_json(response.reasoning_chain),
         "candidates": candidates_json(response.candidates),

@@ -68,6 +68,17 @@ def usage(data: dict[str, Any]) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
+def without_documents_note(data: dict[str, Any]) -> str:
+    """The line that opens the reply when the answer used no document ("" when it used some)."""
+    why = data.get("without_documents")
+    return f"(Answered without your documents: {why}.)\n\n" if why else ""
+
+
+def content(data: dict[str, Any]) -> str:
+    """The reply's text: the answer, opened by a plain note when it used no document."""
+    return without_documents_note(data) + str(data["answer"])
+
+
 def completion(data: dict[str, Any], *, cid: str, created: int, model: str) -> dict[str, Any]:
     """A ``chat.completion`` object for one answer (``data``: the /v1/ask object)."""
     return {
@@ -78,7 +89,7 @@ def completion(data: dict[str, Any], *, cid: str, created: int, model: str) -> d
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": data["answer"], "citations": citations(data)},
+                "message": {"role": "assistant", "content": content(data), "citations": citations(data)},
                 "finish_reason": "stop",
                 "logprobs": None,
             }

@@ -190,7 +190,7 @@ async def _chat_chunks(answerer: Answerer, chat: oai.ChatRequest, name: str, cid
             return
         elif kind == "result":
             data = answer_payload(value)
-            for piece in pieces(data["answer"]):
+            for piece in pieces(oai.content(data)):
                 yield event(oai.chunk(**ids, delta={"content": piece}))
             yield event(oai.chunk(**ids, delta={}, finish="stop", citations=oai.citations(data), selfrag=data))
             if chat.include_usage:

@@ -199,9 +199,14 @@ def trace_view(record: Mapping[str, Any], documents: Mapping[str, str] | None = 
             "cited": is_cited,
             "highlights": highlight_spans(answer, text, min_shared) if is_cited and text else [],
         })
+    why = record.get("without_documents")
+    if why is None and isinstance(record.get("details"), Mapping):
+        why = record["details"].get("without_documents")
     return {
         "answer": answer,
         "abstained": bool(record.get("abstained")),
+        # Why the answer used no document (None: it used some, or the record does not say).
+        "without_documents": why if isinstance(why, str) and why else None,
         "citations_known": cited is not None,
         "decision": decision(record),
         "passages": passages,

@@ -95,6 +95,9 @@ class Run:
         self.started = time.perf_counter()
         self.own_evidence = False  # the retriever holds the question's own documents
         self.hook: RetrievalHook | None = None
+        # A retrieval already made and recorded (a decision looked at the documents first): the
+        # method's next identical retrieval gets it back instead of retrieving again.
+        self._kept: tuple[RetrievalResult, str, int] | None = None
 
     def fork(self) -> Run:
         """A child run for concurrent work; join it back with :meth:`join`."""
@@ -131,8 +134,16 @@ class Run:
         self.records.append(record)
         return record
 
+    def keep_for_reuse(self, result: RetrievalResult, query: str, top_k: int) -> None:
+        """Let the next :meth:`retrieve` of ``query`` and ``top_k`` return ``result`` (once, unrecorded)."""
+        self._kept = (result, query, top_k)
+
     async def retrieve(self, query: str, top_k: int, *, thought: str = "", action: str = "retrieve") -> RetrievalResult:
         """Retrieve ``top_k`` passages for ``query`` (through the hook, when there is one)."""
+        if self._kept is not None:
+            kept, self._kept = self._kept, None
+            if kept[1:] == (query, top_k):
+                return kept[0]
         if self.hook is not None:
             return await self.hook.retrieve(self, query, top_k, thought=thought, action=action)
         return await self.retrieve_direct(query, top_k, thought=thought, action=action)

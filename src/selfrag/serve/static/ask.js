@@ -11,7 +11,7 @@
   }
 
   function showAnswer(data) {
-    $("answer").textContent = data.answer;
+    $("answer").textContent = data.answer_with_citations || data.answer;
     const cites = window.SR.clear($("citations"));
     if ((data.citations || []).length) {
       cites.append(el("span", { class: "muted small", text: "cites " }));

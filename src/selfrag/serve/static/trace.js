@@ -155,6 +155,9 @@
   window.SR.renderTrace = function (root, view) {
     window.SR.clear(root);
     if (view.abstained) root.append(el("p", { class: "banner", text: "The method abstained: not enough evidence to answer." }));
+    if (view.without_documents) {
+      root.append(el("p", { class: "banner without-documents", text: "Answered without your documents: " + view.without_documents + "." }));
+    }
     root.append(decision(view.decision), passages(view.passages), candidates(view.candidates), timeline(view.timeline));
   };
 })();

@@ -16,6 +16,7 @@ from ...core.text import clean_answer
 from ...core.trace import Run
 from ...steps.candidates import candidate_row
 from ...steps.decision import Calibration, RetrievalMode, decide_retrieval
+from ...steps.look_first import look_first
 from .config import SelfRAGConfig
 from .modes import Mode
 
@@ -26,6 +27,10 @@ async def decide(config: SelfRAGConfig, mode: Mode, prompt: str, calibration: Ca
                  run: Run) -> bool:
     """Whether to retrieve: asked (``adaptive``), or as configured (no call)."""
     setting = config.retrieval_mode
+    if setting == RetrievalMode.LOOK_FIRST and not run.own_evidence and run.retriever is not None:
+        return (await look_first(run, question, config.top_k, mode.short_tokens)).needed
+    if setting == RetrievalMode.LOOK_FIRST:  # nothing to look at first: the question-only decision
+        setting = RetrievalMode.ADAPTIVE
     if setting == RetrievalMode.ADAPTIVE and run.own_evidence and config.retrieve_own_evidence:
         run.note(
             "retrieval_decision",
