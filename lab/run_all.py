@@ -28,6 +28,7 @@ ENTRY_POINTS: list[tuple[str, list[str] | None]] = [
     ("throughput", []),
     ("cache_replay", []),
     ("serve_load", []),
+    ("citations", []),  # reads recorded runs: no model call
     ("retrieval", None),  # a BM25-only run would replace the full report's dense rows
     ("prefix_sharing", None),
     ("quality", None),
