@@ -8,9 +8,9 @@ gives no verdict), so a reply that copies a passage cannot raise its own score.
 from __future__ import annotations
 
 import pytest
-from selfrag.methods.catalog.self_rag import SelfRAG
 
 from selfrag.llm import ScriptedBackend
+from selfrag.methods.catalog.self_rag import SelfRAG
 from selfrag.reflection.parse import parse_combined_critique, parse_fused_critique, split_tagged
 from selfrag.reflection.tokens import neutralize
 from selfrag.types import Document, Question, RetrievalResult

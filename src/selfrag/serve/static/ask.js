@@ -38,7 +38,10 @@
     let finished = false;
     try {
       await window.SR.postEvents("/v1/ask", { question, method: $("method").value, stream: true }, (name, data) => {
-        if (name === "progress") {
+        if (name === "token") {
+          // The answer as the model writes it; the result replaces it with the final answer.
+          $("answer").textContent += data.text;
+        } else if (name === "progress") {
           $("status").textContent = `thinking… ${data.calls} model call${data.calls === 1 ? "" : "s"}, ${data.tokens} tokens, ${fmt.ms(data.elapsed_ms)}`;
         } else if (name === "result") {
           finished = true;
