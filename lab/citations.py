@@ -46,13 +46,9 @@ RULES = ("cite everything read", "supporting")
 def records(run: Path) -> Iterator[dict[str, Any]]:
     """The prediction records of a run directory (the slim gzip file, else the full one)."""
     slim, full = run / "predictions.slim.jsonl.gz", run / "predictions.jsonl"
-    if slim.is_file():
-        opener = gzip.open(slim, "rt", encoding="utf-8")
-    elif full.is_file():
-        opener = full.open(encoding="utf-8")
-    else:
+    if not slim.is_file() and not full.is_file():
         return
-    with opener as fh:
+    with (gzip.open(slim, "rt", encoding="utf-8") if slim.is_file() else full.open(encoding="utf-8")) as fh:
         for line in fh:
             if line.strip():
                 try:

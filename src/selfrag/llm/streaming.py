@@ -61,7 +61,7 @@ CUTS = ("\n\n", "\n[", "[IsRel", "[IsSup", "[IsUse", "[Utility", "[Retriev", "[N
         "[Irrelevant", "[Fully", "[Partially", "[No support", "\nRelevance:", "\nSupport:")
 _HOLD = max(len(c) for c in CUTS) - 1
 _PREFIX = re.compile(r"^\s*(?:final answer|answer|a)\s*[:\-]\s*", re.IGNORECASE)
-_PREFIX_CHARS = 16  # enough to see an "Answer:" label before sending the start
+_LABELS = ("final answer", "answer")  # a reply starting like one of these is held until it is clear
 
 
 @dataclass
@@ -75,15 +75,19 @@ class _Call:
     stopped: bool = False
 
     def _shaped(self, closing: bool) -> str:
-        text = self.reply
-        if len(text) < _PREFIX_CHARS and not closing and "\n" not in text:
-            return ""
-        text = _PREFIX.sub("", text, count=1).lstrip()
+        head = self.reply.lstrip().lower()
+        if not closing and any(label.startswith(head) for label in _LABELS):
+            return ""  # it may still turn out to be an "Answer:" label
+        text = _PREFIX.sub("", self.reply, count=1).lstrip()
         cut = min((i for c in CUTS if (i := text.find(c)) >= 0), default=-1)
         if cut >= 0:
             self.stopped = True
             return text[:cut].rstrip()
-        return text if closing else text[: max(0, len(text) - _HOLD)]
+        if closing:
+            return text
+        # Hold back from a newline or "[" near the end: it may open a cut.
+        hold = max(text.rfind("\n"), text.rfind("["))
+        return text[:hold] if hold >= 0 and len(text) - hold <= _HOLD else text
 
     def send(self, piece: str) -> None:
         if self.stopped:
