@@ -189,3 +189,21 @@ def test_data_chunk_settings_reach_a_corpus_folder(tmp_path):
                                      chunk_size=40, chunk_overlap=0))
     default = load_dataset(DataSection(dataset="jsonl", path=str(questions), corpus=str(tmp_path / "docs")))
     assert len(small.corpus) > len(default.corpus) >= 1
+
+
+def test_ask_takes_the_chunk_size(tmp_path, capsys):
+    import json as jsonlib
+
+    from selfrag.cli.main import main
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "long.md").write_text("# Tea\n\n" + " ".join(f"Tea fact {i} is here." for i in range(60)))
+    script = tmp_path / "s.json"
+    script.write_text(jsonlib.dumps({"Tea": "green"}))
+    argv = ["ask", "Which tea?", "--docs", str(tmp_path / "docs"), "--method", "vanilla_rag", "--top-k", "50",
+            "--llm", f"scripted:{script}", "--json"]
+    assert main([*argv, "--chunk-size", "40"]) == 0
+    small = jsonlib.loads(capsys.readouterr().out)["sources"]
+    assert main(argv) == 0
+    default = jsonlib.loads(capsys.readouterr().out)["sources"]
+    assert len(small) > len(default) >= 1 and all(s["title"] == "long.md § Tea" for s in small)

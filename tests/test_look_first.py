@@ -155,3 +155,13 @@ def test_the_store_can_be_turned_off_and_survives_a_damaged_file(tmp_path, monke
     assert calibration_store.load("k") is None
     assert calibration_store.save("k", {"threshold": 0.5}) == damaged
     assert calibration_store.load("k") == {"threshold": 0.5}
+
+
+def test_a_method_that_never_retrieves_says_so(tmp_path, capsys):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps(["Paris"]))
+    assert main(["ask", "What is the capital of France?", "--method", "no_retrieval", "--llm", f"scripted:{script}",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["used_documents"] is False
+    assert data["without_documents"] == "no_retrieval answers from the model alone"

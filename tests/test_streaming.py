@@ -198,3 +198,22 @@ def test_multi_turn_serve_reads_a_follow_up_with_the_earlier_turns(herschel):
     assert data["selfrag"]["sources"] == [{"id": "herschel_death", "title": "herschel_death.md"}]
     chunks = [d for _, d in events(streamed.text) if isinstance(d, dict) and d.get("choices")]
     assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == "25 August 1822"
+
+
+def test_a_rewrite_reply_is_cleaned_and_a_useless_one_ignored():
+    from selfrag.methods.steps.followup import clean_rewrite
+
+    asked = "and when did he die?"
+    assert clean_rewrite('Rewritten question: "When did William Herschel die?"\nExplanation: ...', asked) == (
+        "When did William Herschel die?")
+    assert clean_rewrite("", asked) == asked
+    assert clean_rewrite("User: who discovered Uranus?", asked) == asked
+    assert clean_rewrite("x" * 500, asked) == asked
+
+
+async def test_a_first_question_makes_no_rewrite_call():
+    from selfrag.methods.steps.followup import Turn, standalone_question
+
+    llm = ScriptedBackend([])
+    rewrite = await standalone_question(llm, [Turn("assistant", "Hello!")], "Who discovered Uranus?")
+    assert rewrite.gen is None and not rewrite.changed and llm.calls == []
