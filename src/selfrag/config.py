@@ -105,11 +105,8 @@ class DataSection(StrictModel):
     # and symbolic links that point outside the folder; both are skipped by default.
     include_hidden: bool = False
     follow_external_links: bool = False
-    # Text, Markdown, HTML, PDF and Word files are cut into passages of about chunk_size tokens
-    # (words and punctuation marks), each starting with up to chunk_overlap tokens of the one
-    # before (selfrag.ingest.chunking); JSONL lines are taken as they are.
-    chunk_size: int = Field(200, ge=16)
-    chunk_overlap: int = Field(20, ge=0)
+    chunk_size: int = Field(200, ge=16)  # tokens per passage cut from a document file (ingest/chunking.py)
+    chunk_overlap: int = Field(20, ge=0)  # tokens a passage repeats from the one before it
     split: str | None = None  # pubmedqa: test/train; mmlu_evidence: subjects, comma-separated
     subset_size: int | None = Field(None, ge=1)  # None: every question; N: the first N
     # Leave out the first N questions of the file (before subset_size): a second sample of
