@@ -147,8 +147,10 @@ async def test_the_joint_candidate_reads_every_passage_not_judged_irrelevant(two
     assert DOC_DIRECTOR in joint_prompt and DOC_BIRTH in joint_prompt
     assert DOC_OTHER not in joint_prompt  # judged irrelevant
     assert response.details["context_used"] == [DOC_DIRECTOR, DOC_BIRTH]
-    # Issue 17: the answer cites the passages of the selected candidate, not all three.
-    assert [d.text for d in response.citations] == [DOC_DIRECTOR, DOC_BIRTH]
+    # The answer reads the selected candidate's passages, not all three, and cites the one that holds
+    # it (the bridge is not seen: these passages are titled "Doc 1", "Doc 2").
+    assert [d.text for d in response.read] == [DOC_DIRECTOR, DOC_BIRTH]
+    assert [d.text for d in response.citations] == [DOC_BIRTH]
     ranked = next(s for s in response.reasoning_chain if s.action == "rank_evidence")
     assert [p["kept"] for p in ranked.details["passages"]] == [True, True, False]
     assert ranked.details["ranked_by"] == "fused"

@@ -4,7 +4,10 @@ A method reports the passages its final answer was written from (read); not
 every one of them supports the answer. A read passage is cited when it:
 
 * **holds the answer**: the normalised answer occurs in its title or text, as
-  whole words (a yes/no answer holds nothing to find);
+  whole words (a yes/no answer holds nothing to find); for a written answer
+  (two sentences or more, or :data:`LONG_ANSWER_WORDS` words), also a passage
+  that shares at least half, and at least two, of the content words of one
+  of its sentences;
 * **is named in the question**: its title (without a trailing "(film)"-style
   parenthesis) occurs in the question, the passage a question is about; or
 * **bridges to the answer**: it names the title of a passage that holds the
@@ -33,6 +36,11 @@ _PAREN = re.compile(r"\s*\([^)]*\)\s*$")
 _SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+[\"')\]]*|$)")
 _WORD = re.compile(r"[a-z0-9]+")
 _UNCHECKABLE = {"", "yes", "no", "noanswer"}
+# From this many words on, an answer is read sentence by sentence too (_states_a_sentence).
+LONG_ANSWER_WORDS = 8
+_STOP = frozenset(
+    ["the", "and", "for", "are", "was", "were", "has", "have", "had", "its", "his", "her", "their", "they", "this", "that", "these", "those", "with", "from", "into", "not", "but", "can", "could", "would", "should", "will", "may", "might", "been", "being", "also", "than", "then", "there", "which", "who", "whom", "whose", "what", "when", "where", "why", "how", "does", "did", "about", "over", "after", "before"]
+)
 
 
 def _contains(haystack: str, needle: str) -> bool:
@@ -52,12 +60,39 @@ def supporting(question: str, answer: str, read: Sequence[Document]) -> list[int
     titles = [_title(d) for d in read]
     q = normalize_answer(question)
     holds = [i for i, t in enumerate(texts) if wanted not in _UNCHECKABLE and _contains(t, wanted)]
+    if _long(answer):  # a written answer: a passage that states one of its sentences holds that much
+        holds = sorted(set(holds) | set(_states_a_sentence(answer, read)))
     chosen = set(holds) | {i for i, t in enumerate(titles) if _contains(q, t)}
+    # A bridge names the other passage's title in its own text (not in its title: "Doc A" and "Doc B"
+    # share a word, not a link).
+    bodies = [normalize_answer(d.text) for d in read]
     for i in holds:
         for j in range(len(read)):
-            if j != i and (_contains(texts[i], titles[j]) or _contains(texts[j], titles[i])):
+            if j != i and (_contains(bodies[i], titles[j]) or _contains(bodies[j], titles[i])):
                 chosen.add(j)
     return sorted(chosen) or [0]
+
+
+def _long(answer: str) -> bool:
+    """An answer of several sentences, or of :data:`LONG_ANSWER_WORDS` words or more."""
+    return len(sentences(answer)) > 1 or len(answer.split()) >= LONG_ANSWER_WORDS
+
+
+def _content(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOP}
+
+
+def _states_a_sentence(answer: str, read: Sequence[Document]) -> list[int]:
+    """Passages sharing at least half (and at least two) of the content words of one answer sentence."""
+    out = []
+    for i, doc in enumerate(read):
+        words = _content(f"{doc.title} {doc.text}")
+        for s, e in sentences(answer):
+            wanted = _content(answer[s:e])
+            if wanted and len(wanted & words) >= max(2, -(-len(wanted) // 2)):
+                out.append(i)
+                break
+    return out
 
 
 def sentences(answer: str) -> list[tuple[int, int]]:

@@ -194,7 +194,8 @@ class Method(ABC):
         prompt_tokens = sum(s.prompt_tokens for s in steps)
         completion_tokens = sum(s.completion_tokens for s in steps)
         read = self._read(run, outcome)
-        cited = () if outcome.abstained else tuple(read[i] for i in supporting(question.text, answer, read))
+        cited = () if outcome.abstained else tuple(
+            read[i] for i in supporting(question.text, citable_answer(question, answer), read))
         if not read and not outcome.abstained:
             details["without_documents"] = without_documents_reason(self, steps)
         return RAGResponse(
@@ -236,6 +237,14 @@ class Method(ABC):
 
     @abstractmethod
     async def _answer(self, question: Question, run: Run) -> Outcome: ...
+
+
+def citable_answer(question: Question, answer: str) -> str:
+    """The text to look for in the passages: a chosen option's own text for an option letter."""
+    letter = answer.strip().rstrip(".)").upper()
+    if question.choices and len(letter) == 1 and "A" <= letter < chr(ord("A") + len(question.choices)):
+        return question.choices[ord(letter) - ord("A")]
+    return answer
 
 
 def without_documents_reason(method: Method, steps: Sequence[ReasoningStep]) -> str:

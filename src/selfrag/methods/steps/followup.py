@@ -4,7 +4,8 @@ In a conversation, "and when did he die?" after a question about William
 Herschel retrieves nothing useful: the retriever sees "he", not Herschel. So
 a follow-up (a question with earlier turns before it) is first rewritten by
 the model, with the last :data:`MAX_TURNS` turns shown, into a standalone
-question (``prompts/followup_standalone.txt``); the method then answers that.
+question (``prompts/followup_standalone.txt``, after three worked examples given as
+earlier turns); the method then answers that.
 The rewrite is one short call, recorded as the first step of the answer's
 trace (:func:`with_rewrite`); a reply that is empty, not a question-sized
 line, or an echo of the prompt leaves the question as asked.
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...llm.base import chat
+from ...llm.base import Message
 from ...prompts import load_prompt, render
 from ...types import Generation, RAGResponse, ReasoningStep
 
@@ -68,12 +69,34 @@ def clean_rewrite(text: str, asked: str) -> str:
     return line
 
 
+# Worked examples, shown to the model as earlier turns of its own: a small model copies a pattern it
+# has seen answered far more reliably than it follows a description.
+EXAMPLES = (
+    ((Turn("user", "Who painted the Mona Lisa?"), Turn("assistant", "Leonardo da Vinci")),
+     "and where was he born?", "Where was Leonardo da Vinci born?"),
+    ((Turn("user", "Which river flows through Vienna?"), Turn("assistant", "The Danube")),
+     "how long is it?", "How long is the Danube?"),
+    ((Turn("user", "Who wrote Hamlet?"), Turn("assistant", "William Shakespeare")),
+     "What is the capital of Peru?", "What is the capital of Peru?"),
+)
+
+
+def rewrite_prompt(turns: Sequence[Turn], question: str) -> list[Message]:
+    """The rewrite call's messages: the instructions, the worked examples as earlier turns, the question."""
+    template = load_prompt("followup_standalone")
+    messages = [Message("system", SYSTEM)]
+    for example_turns, asked, standalone in EXAMPLES:
+        messages += [Message("user", render(template, conversation=conversation_text(example_turns), question=asked)),
+                     Message("assistant", standalone)]
+    messages.append(Message("user", render(template, conversation=conversation_text(turns), question=question)))
+    return messages
+
+
 async def standalone_question(llm: Any, turns: Sequence[Turn], question: str, *, max_tokens: int = REWRITE_TOKENS) -> Rewrite:
     """``question`` rewritten to stand on its own given the earlier ``turns`` (no call without any)."""
     if not any(t.role == "user" for t in turns):
         return Rewrite(question, question, None)
-    prompt = render(load_prompt("followup_standalone"), conversation=conversation_text(turns), question=question)
-    gen = await llm.generate(chat(SYSTEM, prompt), max_tokens=max_tokens, temperature=0.0)
+    gen = await llm.generate(rewrite_prompt(turns, question), max_tokens=max_tokens, temperature=0.0)
     return Rewrite(question, clean_rewrite(gen.text, question), gen)
 
 
