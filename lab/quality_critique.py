@@ -52,7 +52,8 @@ def _verdicts_by_title(row: dict[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {}
     for c in (row.get("details") or {}).get("all_candidates") or []:
         title = c.get("passage_title")
-        if title is not None and not c.get("joint") and len(c.get("passage_indices") or [1]) == 1:
+        judged = c.get("relevance") is not None  # None: the reply held no verdict (see selfrag.reflection.judged)
+        if title is not None and judged and not c.get("joint") and len(c.get("passage_indices") or [1]) == 1:
             out[title] = float(c.get("relevance") == "relevant")
     return out
 

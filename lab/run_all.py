@@ -28,6 +28,8 @@ ENTRY_POINTS: list[tuple[str, list[str] | None]] = [
     ("throughput", []),
     ("cache_replay", []),
     ("serve_load", []),
+    ("citations", []),  # reads recorded runs: no model call
+    ("decision_modes", None),  # the embedded model, a few minutes
     ("retrieval", None),  # a BM25-only run would replace the full report's dense rows
     ("prefix_sharing", None),
     ("quality", None),
@@ -38,6 +40,7 @@ ENTRY_POINTS: list[tuple[str, list[str] | None]] = [
 NOT_RUN = {
     "llama_build": "needs two llama-cpp-python builds, each in its own Python environment (--build NAME=PYTHON)",
     "samples": "writes the samples shipped in the package (src/selfrag/data/samples/), not a report",
+    "streaming_latency": "needs a benchmark GGUF to time (--llm llamacpp:PATH.gguf; lab/README.md)",
 }
 
 

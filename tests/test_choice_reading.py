@@ -69,7 +69,8 @@ async def test_vanilla_reads_the_option_the_passages_favour_beyond_the_prompt_bi
     assert read.details["label_probs"]["A"] == pytest.approx(0.6) and read.details["final"] == "B"
     assert read.details["prior"]["A"] == pytest.approx(0.9)
     assert all(c.max_tokens == 1 and c.top_logprobs == 20 for c in llm.calls)
-    assert [d.id for d in r.citations] == ["1", "2", "3"]
+    assert [d.id for d in r.read] == ["1", "2", "3"]
+    assert [d.id for d in r.citations] == ["1"]  # no passage holds "pancreas": the first one read is cited
     # The prior is measured once per prompt shape: the next question costs one call.
     again = await method.answer(MMLU)
     assert again.answer == "B" and again.num_llm_calls == 1

@@ -49,7 +49,7 @@ def test_ask_json_vanilla_reports_one_call_and_one_retrieval(tmp_path, docs_dir,
         "answer", "method", "retrieval_needed", "num_llm_calls", "num_retrieval_calls",
         "total_tokens", "total_cost_usd", "latency_ms", "sources", "candidates", "reasoning_chain",
     }
-    assert data["sources"][0] == {"id": "paris", "title": "paris"}
+    assert data["sources"][0] == {"id": "paris", "title": "paris.txt"}
     assert [s["action"] for s in data["reasoning_chain"]] == ["retrieve", "generate"]
 
 
@@ -61,7 +61,7 @@ def test_ask_text_output_with_trace(tmp_path, docs_dir, capsys):
     assert code == 0
     # Issue 17: the answer carries a marker per cited passage, listed under "Cited:".
     assert out.startswith("Paris [1]\n")
-    assert "Cited:\n  [1] paris (paris): Paris is" in out and "Trace:" in out and "[2] generate" in out
+    assert "Cited:\n  [1] paris.txt (paris): Paris is" in out and "Trace:" in out and "[2] generate" in out
     assert "berlin" not in out.split("Trace:")[0]  # --top-k 1 kept only one source
 
 

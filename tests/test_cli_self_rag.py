@@ -94,7 +94,7 @@ def test_combined_trace_shows_each_candidates_critique(tmp_path, docs_dir, capsy
 
 def test_no_retrieval_path_is_two_calls(tmp_path, docs_dir, capsys):
     llm = script(tmp_path, {"checked in reference documents": "No.", QUESTION: "Paris"})
-    code, out, err = ask(capsys, docs_dir, llm, "--json")
+    code, out, err = ask(capsys, docs_dir, llm, "--set", "self_rag.retrieval_mode=adaptive", "--json")
     assert code == 0, err
     data = json.loads(out)
     assert (data["num_llm_calls"], data["num_retrieval_calls"]) == (2, 0)
@@ -143,7 +143,8 @@ def test_separate_json_reports_one_plus_four_k_calls(tmp_path, docs_dir, capsys)
 
 def test_separate_no_retrieval_path_is_two_calls(tmp_path, docs_dir, capsys):
     llm = script(tmp_path, {"needs_retrieval": '{"needs_retrieval": false}', QUESTION: "Paris"})
-    code, out, err = ask(capsys, docs_dir, llm, "--set", "self_rag.critique=separate", "--json")
+    code, out, err = ask(capsys, docs_dir, llm, "--set", "self_rag.critique=separate",
+                         "--set", "self_rag.retrieval_mode=adaptive", "--json")
     assert code == 0, err
     data = json.loads(out)
     assert (data["num_llm_calls"], data["num_retrieval_calls"]) == (2, 0)

@@ -82,18 +82,20 @@ def test_unanswerable_ids_are_what_the_tests_expect():
 async def test_records_and_summary_carry_citations_abstention_and_evidence(tmp_path, abstain_on):
     """q1 right, q2 wrong ("Lisbon"), q3 abstains; q4 wrong, q5 and q6 right; all answerable.
 
-    Every answer cites both passages it retrieved (top_k 2): its gold T<i> and Rivers, so evidence
-    P = 1/2, R = 1, F1 = 2/3 on the 5 answered questions. Abstention 1/6; accuracy on the answered 3/5;
-    truthfulness (1 - 1 + 0 - 1 + 1 + 1) / 6 = 1/6. Joint F1: right answers (answer P = R = 1) give
-    joint P = 1/2, R = 1, F1 2/3; wrong ones 0; mean over 5 = 3 * (2/3) / 5 = 2/5.
+    Every answer reads both passages it retrieved (top_k 2): its gold T<i> and Rivers. A right answer
+    cites T<i>, the passage that holds it; a wrong one ("Lisbon", in no passage) cites the first passage
+    read, T<i> again (selfrag.reflection.citing). So evidence P = R = F1 = 1 on the 5 answered
+    questions. Abstention 1/6; accuracy on the answered 3/5; truthfulness (1 - 1 + 0 - 1 + 1 + 1) / 6 =
+    1/6. Joint F1: right answers (answer P = R = 1) give 1; wrong ones 0; mean over 5 = 3/5.
     """
     abstain_on({"q3"})
     result = await run_experiment_async(config(tmp_path), progress=False)
     records = {r["id"]: r for r in read_predictions(result.run_dir / "predictions.jsonl")}
     r1, r3 = records["q1"], records["q3"]
-    assert r1["citations"] == [{"id": "q1-0", "title": "T1"}, {"id": "q1-1", "title": "Rivers"}]
+    assert r1["citations"] == [{"id": "q1-0", "title": "T1"}]
+    assert r1["read"] == [{"id": "q1-0", "title": "T1"}, {"id": "q1-1", "title": "Rivers"}]
     assert r1["abstained"] is False and "answerable" not in r1
-    assert r1["metrics"]["evidence_f1"] == pytest.approx(2 / 3) and r1["metrics"]["answer_in_citations"] == 1.0
+    assert r1["metrics"]["evidence_f1"] == 1.0 and r1["metrics"]["answer_in_citations"] == 1.0
     assert (r3["prediction"], r3["abstained"], r3["citations"]) == ("insufficient evidence", True, [])
     assert r3["metrics"]["abstention"] == 1.0 and "evidence_f1" not in r3["metrics"]
     assert r3["metrics"]["withheld_correct"] == 1.0  # it withheld "Rome", the right answer
@@ -104,8 +106,8 @@ async def test_records_and_summary_carry_citations_abstention_and_evidence(tmp_p
     assert m["abstention"] == pytest.approx(1 / 6) and n["abstention"] == 6
     assert m["answered_accuracy"] == pytest.approx(3 / 5) and n["answered_accuracy"] == 5
     assert m["truthfulness"] == pytest.approx(1 / 6)
-    assert (m["evidence_precision"], m["evidence_recall"]) == (0.5, 1.0) and n["evidence_f1"] == 5
-    assert m["joint_f1"] == pytest.approx(2 / 5)
+    assert (m["evidence_precision"], m["evidence_recall"]) == (1.0, 1.0) and n["evidence_f1"] == 5
+    assert m["joint_f1"] == pytest.approx(3 / 5)
     assert m["answer_in_citations"] == pytest.approx(3 / 5)  # "Lisbon" is in no passage
     assert list(m)[:13] == ["em", "f1", "match", *ABSTENTION_METRICS, *EVIDENCE_METRICS, "retrieval_recall@2"]
     assert "by_answerable" not in s
@@ -126,7 +128,7 @@ async def test_withheld_correct_counts_abstentions_that_withheld_a_right_answer(
 async def test_a_mixed_run_splits_answerable_and_unanswerable(tmp_path):
     """remove_gold 0.5: q1, q2 keep T<i>; q3..q6 keep only Rivers, so they cite Rivers alone.
 
-    Answerable: q1 right, q2 wrong: truthfulness 0, evidence F1 2/3. Unanswerable: no evidence or recall
+    Answerable: q1 right, q2 wrong: truthfulness 0, evidence F1 1 (each cites its T<i>). Unanswerable: no evidence or recall
     metrics; q3, q5, q6 right (the scripted model knows), q4 wrong: truthfulness (1 - 1 + 1 + 1) / 4 = 1/2,
     and no answer occurs in the Rivers passage: answer_in_citations 0.
     """
@@ -136,7 +138,7 @@ async def test_a_mixed_run_splits_answerable_and_unanswerable(tmp_path):
     assert records["q4"]["citations"] == [{"id": "q4-1", "title": "Rivers"}]
     groups = result.summary["by_answerable"]
     assert (groups["answerable"]["n"], groups["unanswerable"]["n"]) == (2, 4)
-    assert groups["answerable"]["truthfulness"] == 0.0 and groups["answerable"]["evidence_f1"] == pytest.approx(2 / 3)
+    assert groups["answerable"]["truthfulness"] == 0.0 and groups["answerable"]["evidence_f1"] == 1.0
     assert groups["unanswerable"]["truthfulness"] == 0.5 and groups["unanswerable"]["answer_in_citations"] == 0.0
     assert "evidence_f1" not in groups["unanswerable"] and "retrieval_recall@2" not in groups["unanswerable"]
 
@@ -187,7 +189,7 @@ async def test_analyze_and_compare_show_answerable_and_unanswerable(tmp_path, ca
     assert table[0].split() == ["metric", "answerable", "unanswerable"]
     rows = {line.split()[0]: line.split()[1:] for line in table[2:]}
     assert rows["n"] == ["2", "4"] and rows["truthfulness"] == ["0.000", "0.500"]
-    assert rows["evidence_f1"] == ["0.667", "-"] and rows["abstention"] == ["0.000", "0.000"]
+    assert rows["evidence_f1"] == ["1.000", "-"] and rows["abstention"] == ["0.000", "0.000"]
     assert "Answerable vs unanswerable" not in cli(capsys, "analyze", str(plain))
     assert "0 answerable, 6 unanswerable" in cli(capsys, "analyze", str(control))
 
@@ -199,4 +201,4 @@ async def test_analyze_and_compare_show_answerable_and_unanswerable(tmp_path, ca
         ["mixed", "vanilla_rag", "unanswerable", "4"], ["control", "vanilla_rag", "unanswerable", "6"]]
     rows = json.loads(cli(capsys, "compare", str(plain), str(mixed), "--json"))
     assert [r["questions"] for r in rows] == ["answerable", "mixed"]
-    assert rows[0]["evidence_f1"] == pytest.approx(2 / 3) and rows[1]["by_answerable"]["unanswerable"]["n"] == 4
+    assert rows[0]["evidence_f1"] == 1.0 and rows[1]["by_answerable"]["unanswerable"]["n"] == 4

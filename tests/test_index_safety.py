@@ -397,7 +397,7 @@ def test_a_non_utf8_data_corpus_is_a_data_error(tmp_path):
 def test_a_byte_order_mark_is_not_an_error(tmp_path):
     (tmp_path / "a.md").write_bytes(b"\xef\xbb\xbf# Title\nBody")
     (tmp_path / "b.jsonl").write_bytes(b'\xef\xbb\xbf{"id": "x", "text": "t"}\n')
-    assert [(d.title, d.text) for d in load_corpus(tmp_path)] == [("Title", "Body")]
+    assert [(d.title, d.text) for d in load_corpus(tmp_path)] == [("a.md § Title", "Body"), ("", "t")]
     assert read_documents(tmp_path / "b.jsonl")[0].id == "x"
 
 

@@ -49,6 +49,7 @@ def self_rag(llm, retriever, **config) -> SelfRAG:
     # no confidence reading after the selection.
     config.setdefault("joint_candidate", False)
     config.setdefault("confidence", "off")
+    config.setdefault("retrieval_mode", "adaptive")  # the question-only decision these tests script
     return SelfRAG(llm, retriever, config)
 
 
@@ -433,11 +434,12 @@ def test_custom_config_values(france_retriever):
 def test_short_verdict_calls_are_capped(france_retriever):
     llm = keyed("no", direct="Paris")
     llm.supports_logprobs = False  # the decision is read from the text
-    asyncio.run(create_method("self_rag", llm, france_retriever, max_tokens=200).answer(QUESTION))
+    adaptive = {"self_rag": {"retrieval_mode": "adaptive"}}
+    asyncio.run(create_method("self_rag", llm, france_retriever, adaptive, max_tokens=200).answer(QUESTION))
     assert [c.max_tokens for c in llm.calls] == [32, 200]
     # With label probabilities the decision needs one token only.
     llm = keyed("no", direct="Paris")
-    asyncio.run(create_method("self_rag", llm, france_retriever, max_tokens=200).answer(QUESTION))
+    asyncio.run(create_method("self_rag", llm, france_retriever, adaptive, max_tokens=200).answer(QUESTION))
     assert [(c.max_tokens, c.top_logprobs) for c in llm.calls] == [(1, 20), (200, 0)]
 
 

@@ -81,7 +81,7 @@ def test_config_schema_lists_keys_and_defaults():
         "max_context_tokens": 4000,
         "prompt_path": None,
         "critic_max_tokens": 32,
-        "retrieval_mode": "adaptive",
+        "retrieval_mode": "look_first",
         "retrieval_threshold": DEFAULT_THRESHOLD,
         "joint_candidate": True,
         "joint_passages": 5,
@@ -124,7 +124,7 @@ def test_yaml_variant_loads_through_its_parents(name):
     assert (config.critique, config.top_k, config.num_candidates) == (critique, top_k, 3)
     # Every mode's joint candidate chooses its passages from the same pool (the fused mode once read 5 of 5).
     assert config.joint_passages == 5
-    assert config.retrieval_mode == ("always" if name == "self_rag_always.yaml" else "adaptive")
+    assert config.retrieval_mode == ("always" if name == "self_rag_always.yaml" else "look_first")
 
 
 def test_set_overrides_reach_the_method():

@@ -411,7 +411,7 @@ async def test_anthropic_falls_back_to_text_labels(france_retriever):
 
 async def test_the_joint_draft_is_selected_when_it_has_an_answer(france_retriever):
     """Issue 16: the draft over the best-evidence passages is written with vanilla_rag's prompt,
-    critiqued by the critic, and selected whatever the weighted scores say; it cites its passages."""
+    critiqued by the critic, and selected whatever the weighted scores say; it reads its passages."""
     llm = ScriptedBackend(label_script())
     r = await create_method("self_rag_critic", llm, france_retriever).answer(Q)
     ranked = next(s for s in r.reasoning_chain if s.action == "rank_evidence")
@@ -421,7 +421,9 @@ async def test_the_joint_draft_is_selected_when_it_has_an_answer(france_retrieve
     assert "the joint draft when it has an answer" in select.thought
     selected = next(c for c in r.candidates if c.details.get("selected"))
     assert "+" in selected.passage.id
-    assert sorted(d.title for d in r.citations) == sorted(kept)
+    # It reads its passages and cites the one that holds "Paris".
+    assert sorted(d.title for d in r.read) == sorted(kept)
+    assert [d.text for d in r.citations] == ["Paris is the capital of France."]
     joint_prompts = [c.prompt_text() for c in llm.calls if "Use the documents below" in c.prompt_text()]
     assert len(joint_prompts) == 1
     # Its support is read by the critic over the joint passages.

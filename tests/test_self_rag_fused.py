@@ -34,8 +34,10 @@ def verdict(answer, relevance="relevant", support="fully_supported", utility=5) 
 
 def fused(llm, retriever, **config):
     # One candidate per passage, no confidence reading: the fused mode's own budget of 1 + n calls.
+    # adaptive: the question-only decision these tests script.
     return create_method("self_rag", llm, retriever, {"self_rag": {"joint_candidate": False, "critique": "fused",
-                                                                  "confidence": "off", **config}})
+                                                                  "confidence": "off", "retrieval_mode": "adaptive",
+                                                                  **config}})
 
 
 def json_script(**extra) -> dict:

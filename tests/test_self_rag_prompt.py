@@ -26,6 +26,9 @@ TEMPLATES = {
     "self_rag_json_utility": set(),
 }
 
+# The question-only decision (the default looks at the documents first, steps/look_first.py).
+ADAPTIVE = {"retrieval_mode": "adaptive"}
+
 
 def test_self_rag_prompt_file_exists():
     assert resources.files("selfrag.prompts").joinpath("self_rag.txt").is_file()
@@ -48,7 +51,7 @@ def test_json_prompts_show_the_exact_json_shape():
 
 async def test_the_packaged_decision_prompt_is_sent(france_retriever):
     llm = ScriptedBackend(["no", "Paris"])
-    await SelfRAG(llm, france_retriever, {}).answer(QUESTION)
+    await SelfRAG(llm, france_retriever, ADAPTIVE).answer(QUESTION)
     system, user = llm.calls[0].messages
     assert (system.role, system.content) == ("system", SYSTEM)
     assert user.content == render(load_prompt("self_rag"), question=QUESTION)
@@ -65,7 +68,7 @@ async def test_inline_fallback_when_the_packaged_file_is_missing(france_retrieve
 
     monkeypatch.setattr(module, "load_prompt", missing_decision)
     llm = ScriptedBackend(["no", "Paris"])
-    response = await SelfRAG(llm, france_retriever, {}).answer(QUESTION)
+    response = await SelfRAG(llm, france_retriever, ADAPTIVE).answer(QUESTION)
     assert llm.calls[0].messages[-1].content == FALLBACK_DECISION_PROMPT.format(question=QUESTION)
     assert response.answer == "Paris"
 
@@ -74,7 +77,7 @@ async def test_custom_prompt_path(tmp_path, france_retriever):
     path = tmp_path / "decide.txt"
     path.write_text("Retrieve for {question}? yes/no")
     llm = ScriptedBackend(["no", "Paris"])
-    await SelfRAG(llm, france_retriever, {"prompt_path": str(path)}).answer(QUESTION)
+    await SelfRAG(llm, france_retriever, {**ADAPTIVE, "prompt_path": str(path)}).answer(QUESTION)
     assert llm.calls[0].messages[-1].content == f"Retrieve for {QUESTION}? yes/no"
 
 

@@ -147,8 +147,10 @@ async def test_the_joint_candidate_reads_every_passage_not_judged_irrelevant(two
     assert DOC_DIRECTOR in joint_prompt and DOC_BIRTH in joint_prompt
     assert DOC_OTHER not in joint_prompt  # judged irrelevant
     assert response.details["context_used"] == [DOC_DIRECTOR, DOC_BIRTH]
-    # Issue 17: the answer cites the passages of the selected candidate, not all three.
-    assert [d.text for d in response.citations] == [DOC_DIRECTOR, DOC_BIRTH]
+    # The answer reads the selected candidate's passages, not all three, and cites the one that holds
+    # it (the bridge is not seen: these passages are titled "Doc 1", "Doc 2").
+    assert [d.text for d in response.read] == [DOC_DIRECTOR, DOC_BIRTH]
+    assert [d.text for d in response.citations] == [DOC_BIRTH]
     ranked = next(s for s in response.reasoning_chain if s.action == "rank_evidence")
     assert [p["kept"] for p in ranked.details["passages"]] == [True, True, False]
     assert ranked.details["ranked_by"] == "fused"
@@ -355,7 +357,8 @@ def test_names_something(text, expected):
 
 async def test_a_fixed_threshold_skips_the_calibration(two_hop_retriever):
     llm = ScriptedBackend({DECISION: probs(0.2), "Question: In which city": "Leeds"})
-    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_threshold": 0.25}})
+    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_threshold": 0.25,
+                                                                                "retrieval_mode": "adaptive"}})
     response = await method.answer(TWO_HOP)
     assert response.retrieval_needed is False and response.num_llm_calls == 2
 

@@ -240,7 +240,9 @@ def test_cli_ask_prints_segments_candidates_and_beams(tmp_path, capsys):
     ])
     out = capsys.readouterr().out
     assert code == 0
-    assert out.startswith("Mars is small. It has two moons. [1][2]\n")  # cites both retrieved passages
+    # It read both passages; only Doc B ("Mars has two moons.") states a sentence of the answer.
+    assert out.startswith("Mars is small. It has two moons. [1]\n\nCited:\n  [1] Doc B (b)")
+    assert "Read, not cited:\n  - Doc A [a]" in out
     for text in (
         "critique_source: reflection_tokens",
         "CONTINUE WITH THE SAME PASSAGES",

@@ -51,7 +51,9 @@ def scripted(decision=True, docs=None, utilities=None, direct=None, **kwargs) ->
 def separate(llm, retriever, **config):
     return create_method(
         "self_rag", llm, retriever,
-        {"self_rag": {"joint_candidate": False, "critique": "separate", "confidence": "off", **config}},
+        # adaptive: the mode's own JSON decision, which these tests script
+        {"self_rag": {"joint_candidate": False, "critique": "separate", "confidence": "off",
+                      "retrieval_mode": "adaptive", **config}},
     )
 
 
@@ -123,6 +125,7 @@ async def test_response_exposes_the_seed_fields(france_retriever):
         "utility": 5,
         "score": 25.0,
         "defaults_used": [],
+        "not_judged": [],
     }
     assert d["critique"] == "separate"
 
@@ -185,7 +188,8 @@ async def test_a_filter_that_rejects_the_questions_own_passages_is_overruled():
     assert joint_prompt.index(DOC_A) < joint_prompt.index(DOC_C)
     assert response.details["relevant_docs_count"] == 0
     assert response.details["all_candidates"][0]["joint"] is True
-    assert [d.text for d in response.citations] == [DOC_A, DOC_B, DOC_C]
+    assert [d.text for d in response.read] == [DOC_A, DOC_B, DOC_C]
+    assert [d.text for d in response.citations] == [DOC_A]  # the passage that holds "Paris"
 
 
 async def test_a_verdict_the_judge_did_not_give_counts_as_not_judged():
@@ -216,7 +220,8 @@ async def test_with_no_usable_verdict_the_joint_reads_the_passages_over_an_open_
     llm = ScriptedBackend([json.dumps({"needs_retrieval": True}), "B", "B", "B", "Paris",
                            sup("partially_supported"), use(4)])
     response = await create_method("self_rag", llm, france_retriever,
-                                   {"self_rag": {"critique": "separate", "confidence": "off"}}).answer(QUESTION)
+                                   {"self_rag": {"critique": "separate", "confidence": "off",
+                                                 "retrieval_mode": "adaptive"}}).answer(QUESTION)
     assert response.answer == "Paris" and response.num_llm_calls == 1 + 3 + 1
     actions = [s.action for s in response.reasoning_chain]
     assert "no_relevant_documents" not in actions and "direct_answer" not in actions
@@ -475,7 +480,7 @@ async def test_the_joint_is_written_beside_the_candidates_once_the_verdicts_are_
     """
     llm = delayed_all_relevant(4)
     method = create_method("self_rag", llm, france_retriever,
-                           {"self_rag": {"critique": "separate", "confidence": "off"}})
+                           {"self_rag": {"critique": "separate", "confidence": "off", "retrieval_mode": "adaptive"}})
     response = await method.answer(QUESTION)
     assert response.answer == "Paris" and response.details["all_candidates"][0]["joint"] is True
     # 1 decision + 3 verdicts + 3 kept passages x (answer, support, utility) + the joint's answer

@@ -93,7 +93,9 @@ def test_chat_completion_in_openai_shape():
     assert message["citations"] == [{"id": c["id"], "title": c["title"]} for c in data["selfrag"]["citations"]]
     assert message["citations"] and message["citations"][0]["id"] == "paris"
     assert data["usage"]["total_tokens"] == data["selfrag"]["total_tokens"] > 0
-    assert data["selfrag"]["reasoning_chain"][0]["action"] == "retrieve"
+    # The earlier turns: the question was first read with them (one call), then answered.
+    assert [s["action"] for s in data["selfrag"]["reasoning_chain"][:2]] == ["standalone_question", "retrieve"]
+    assert data["selfrag"]["details"]["followup"] == {"asked": QUESTION, "standalone": QUESTION}
 
 
 def test_chat_stream_chunks_add_up_to_the_answer():

@@ -34,6 +34,7 @@ DOCS = [
 ]
 # Keys are tried in order; the question is in every prompt, so it comes last.
 SCRIPT: dict[str, Any] = {
+    "Follow-up question:": QUESTION,  # a follow-up stands on its own already
     "checked in reference documents": "yes",
     PARIS: "Paris\n[IsRel] relevant\n[IsSup] fully supported",
     BERLIN: "Berlin\n[IsRel] relevant\n[IsSup] no support",

@@ -15,9 +15,10 @@ def test_folder_of_text_and_markdown(tmp_path):
     (tmp_path / "sub" / "b.md").write_text("# Heading Title\nBody of the note.")
     (tmp_path / "ignored.bin").write_bytes(b"\x00\x01")
     docs = load_corpus(tmp_path)
+    # Titles name the file and the heading the passage sits under (what BM25 and the evidence read).
     assert [(d.id, d.title, d.text) for d in docs] == [
-        ("a", "a", "Plain text document."),
-        ("sub/b", "Heading Title", "Body of the note."),
+        ("a", "a.txt", "Plain text document."),
+        ("sub/b", "sub/b.md § Heading Title", "Body of the note."),
     ]
 
 

@@ -9,7 +9,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from .types import RAGResponse
+from .reflection.citing import with_markers
+from .reflection.judged import VERDICTS, honest_row
+from .types import Candidate, RAGResponse, ReasoningStep
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -38,6 +40,36 @@ def dumps(obj: Any, **kwargs: Any) -> str:
     return json.dumps(to_jsonable(obj), **kwargs)
 
 
+def candidates_json(candidates: Any) -> list[dict[str, Any]]:
+    """Candidates as JSON, each verdict the model did not give set to None and named under ``not_judged``."""
+    return [honest_row(to_jsonable(c)) for c in candidates if isinstance(c, Candidate)]
+
+
+def _honest_step(step: dict[str, Any]) -> dict[str, Any]:
+    """A trace step as JSON; a verdict its reply did not hold (a parser default) is None, named under
+    ``not_judged`` (its value for scoring stays in ``default_value``)."""
+    details = step.get("details")
+    if not isinstance(details, dict):
+        return step
+    defaulted = list(details.get("defaults_used") or [])
+    if details.get("default_used") is True:
+        defaulted += [k for k in (*VERDICTS, "needs_retrieval") if k in details]
+    names = [k for k in dict.fromkeys(defaulted) if k in details]
+    if not names:
+        return step
+    fixed = dict(details)
+    fixed["default_value"] = {k: details[k] for k in names}
+    for k in names:
+        fixed[k] = None
+    fixed["not_judged"] = names
+    return {**step, "details": fixed}
+
+
+def steps_json(steps: Any) -> list[dict[str, Any]]:
+    """Trace steps as JSON (see :func:`_honest_step`)."""
+    return [_honest_step(to_jsonable(s)) for s in steps if isinstance(s, ReasoningStep)]
+
+
 def response_json(response: RAGResponse) -> dict[str, Any]:
     """The one JSON object ``selfrag ask --json`` prints."""
     return {
@@ -55,9 +87,15 @@ def response_json(response: RAGResponse) -> dict[str, Any]:
         "sources": [{"id": d.id, "title": d.title} for d in response.sources],
         "citations": [{"n": i, "id": d.id, "title": d.title, "text": d.text}
                       for i, d in enumerate(response.citations, start=1)],
+        # The answer with [n] after the sentence each citation supports.
+        "answer_with_citations": with_markers(response.answer, response.citations),
+        # The passages the answer was written from; none: it used no document (and why).
+        "read": [{"id": d.id, "title": d.title} for d in response.read],
+        "used_documents": bool(response.read),
+        "without_documents": response.details.get("without_documents"),
         "abstained": response.abstained,
         "confidence": response.confidence,
-        "candidates": to_jsonable(list(response.candidates)),
-        "reasoning_chain": to_jsonable(list(response.reasoning_chain)),
+        "candidates": candidates_json(response.candidates),
+        "reasoning_chain": steps_json(response.reasoning_chain),
         "details": to_jsonable(response.details),
     }

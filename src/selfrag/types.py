@@ -165,14 +165,17 @@ class RAGResponse:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     details: dict[str, Any] = field(default_factory=dict)
-    # The passages the method claims support its answer (a subset of the
-    # retrieved ones; the rule per method is in docs/methods.md).
+    # The passages that support the answer: those of ``read`` that hold the answer, are named in the
+    # question or bridge to one that holds it (selfrag.methods.steps.citing; docs/methods.md).
     citations: tuple[Document, ...] = ()
     # True when the method declined to answer ("insufficient evidence").
     abstained: bool = False
     # How sure the method is of its answer, in [0, 1] (None: not read); how it was read is in
     # details["confidence"].
     confidence: float | None = None
+    # The passages the final answer was written from (empty: it used no document, and
+    # details["without_documents"] says why).
+    read: tuple[Document, ...] = ()
 
     @property
     def sources(self) -> list[Document]:

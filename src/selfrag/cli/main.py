@@ -20,6 +20,7 @@ from .. import __version__
 from ..errors import SelfragError
 from ..redaction import redact_secrets
 from . import commands
+from .progress import announce_start
 from .signals import Terminated, sigterm_stops
 
 
@@ -68,6 +69,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    announce_start(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args = parse(parser, argv)
     level = logging.INFO if args.verbose else logging.WARNING

@@ -88,6 +88,7 @@ TRACE = Option("trace", _trace, {
     "demo": "also show every step the method took for each question",
     "run": "print one line per question as it is answered: its answer and what the method did "
            "(every step is in predictions.jsonl)",
+    "chat": "show every step of each answer",
     "serve": "log one line per answer on stderr: what the method did (the page at / shows every step)",
 })
 JSON = Option("json", _json, {
@@ -107,6 +108,7 @@ COMMAND_OPTIONS: dict[str, tuple[str, ...]] = {
     "ask": (*COMMON, "config", "top_k", "retriever", "index", "json"),
     "demo": (*COMMON, "config", "top_k", "retriever", "json"),
     "run": (*COMMON, "json"),
+    "chat": (*COMMON, "config", "top_k", "retriever", "index"),
     "serve": (*COMMON, "config", "top_k", "retriever", "index"),
 }
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from ..methods.steps.confidence import LOW, LOW_CONFIDENCE_NOTE
+from ..reflection.citing import with_markers
+from ..reflection.judged import NOT_JUDGED, VERDICTS, not_judged
 from ..types import RAGResponse, ReasoningStep
 
 
@@ -33,8 +35,18 @@ def print_step(step: ReasoningStep, out: TextIO) -> None:
     if step.observation:
         print(f"      result:  {_one_line(step.observation)}", file=out)
     view = {k: v for k, v in step.details.items() if k not in ("raw_output", "documents", "evaluated_prompt_tokens")}
+    for key in _defaulted(step.details):
+        view[key] = f"{NOT_JUDGED} (no usable verdict in the reply; scored as {_fmt_value(view[key])})"
     for key, value in view.items():
         print(f"      {key}: {_one_line(_fmt_value(value))}", file=out)
+
+
+def _defaulted(details: dict[str, Any]) -> list[str]:
+    """The verdicts of a step that are a parser's default, not the model's."""
+    names = list(details.get("defaults_used") or [])
+    if details.get("default_used") is True:
+        names += [k for k in (*VERDICTS, "needs_retrieval") if k in details]
+    return [k for k in dict.fromkeys(names) if k in details]
 
 
 def _fmt_value(value: Any) -> str:
@@ -57,10 +69,21 @@ def confidence_line(value: float) -> str:
     return f"(confidence {value:.2f})"
 
 
-def print_response(response: RAGResponse, out: TextIO, *, trace: bool = False) -> None:
+def without_documents_line(response: RAGResponse) -> str | None:
+    """The line that says an answer used no document (None when it used some, or abstained)."""
+    why = response.details.get("without_documents")
+    return f"(answered without your documents: {why})" if why else None
+
+
+def print_response(response: RAGResponse, out: TextIO, *, trace: bool = False, answer_shown: bool = False) -> None:
+    """The answer (unless ``answer_shown``: it was streamed already), its sources and, with ``trace``, every step."""
     cited = response.citations
-    markers = "".join(f"[{i}]" for i in range(1, len(cited) + 1))
-    print(f"{response.answer} {markers}" if markers else response.answer, file=out)
+    if (line := without_documents_line(response)) is not None:
+        print(line, file=out)
+    if not answer_shown:
+        print(with_markers(response.answer, cited), file=out)
+    elif cited:
+        print("".join(f"[{i}]" for i in range(1, len(cited) + 1)), file=out)
     if response.abstained and response.details.get("abstain_reason"):
         print(f"(abstained: {response.details['abstain_reason']})", file=out)
     if response.confidence is not None and not response.abstained:
@@ -71,9 +94,15 @@ def print_response(response: RAGResponse, out: TextIO, *, trace: bool = False) -
         for i, d in enumerate(cited, start=1):
             print(f"  [{i}] {d.title or d.id} ({d.id}): {_one_line(d.text, 160)}", file=out)
     cited_ids = {d.id for d in cited}
-    others = [d for d in response.sources if d.id not in cited_ids]
+    unused = [d for d in response.read if d.id not in cited_ids]
+    if unused:
+        print("Read, not cited:", file=out)
+        for d in unused:
+            print(f"  - {d.title or d.id} [{d.id}]", file=out)
+    seen = cited_ids | {d.id for d in response.read}
+    others = [d for d in response.sources if d.id not in seen]
     if others:
-        print("Also retrieved:" if cited else "Sources:", file=out)
+        print("Also retrieved:" if seen else "Retrieved, not read:", file=out)
         for d in others:
             print(f"  - {d.title or d.id} [{d.id}]", file=out)
     if trace:
@@ -84,7 +113,9 @@ def print_response(response: RAGResponse, out: TextIO, *, trace: bool = False) -
             print("\nCandidates:", file=out)
             for i, c in enumerate(response.candidates, start=1):
                 src = c.passage.title or c.passage.id if c.passage else "-"
-                parts = [f"relevance={c.relevance}", f"support={c.support}", f"utility={_fmt_num(c.utility)}"]
+                missing = not_judged(c)
+                parts = [f"{name}={NOT_JUDGED if name in missing else _fmt_num(getattr(c, name))}"
+                         for name in VERDICTS]
                 if c.score is not None:
                     parts.append(f"score={_fmt_num(c.score)}")
                 print(f"  {i}. [{src}] {_one_line(c.text, 120)}", file=out)

@@ -94,6 +94,8 @@ class DataSection(StrictModel):
     # and symbolic links that point outside the folder; both are skipped by default.
     include_hidden: bool = False
     follow_external_links: bool = False
+    chunk_size: int = Field(200, ge=16)  # tokens per passage cut from a document file (ingest/chunking.py)
+    chunk_overlap: int = Field(20, ge=0)  # tokens a passage repeats from the one before it
     split: str | None = None  # pubmedqa: test/train; mmlu_evidence: subjects, comma-separated
     subset_size: int | None = Field(None, ge=1)  # None: every question; N: the first N
     # Leave out the first N questions of the file (before subset_size): a second sample of

@@ -126,12 +126,14 @@ def _corpus(data) -> list[Document] | None:
         return demo_corpus()
     if data.corpus is None:
         return None
+    from ..ingest import ChunkSettings
     from ..retrieval.store import load_corpus
 
     return load_corpus(
         Path(data.corpus).expanduser(),
         include_hidden=data.include_hidden,
         follow_external_links=data.follow_external_links,
+        chunks=ChunkSettings(data.chunk_size, data.chunk_overlap),
     )
 
 

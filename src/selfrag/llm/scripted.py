@@ -30,9 +30,11 @@ build one in Python::
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import math
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -42,6 +44,7 @@ from ..errors import BackendError, ConfigError, DataError, ScriptExhaustedError
 from ..types import Generation, TokenLogprobs
 from ..validation import load_json
 from .base import BackendKind, BaseBackend, LLMRequest, approx_token_count
+from .streaming import token_sink
 
 _RESPONSE_KEYS = {
     "text",
@@ -191,6 +194,11 @@ class ScriptedBackend(BaseBackend):
         if "text" not in item:
             raise ConfigError("scripted response with only 'forced_logprobs' answered a call that writes a reply; add 'text'")
         text = str(item["text"])
+        if (sink := token_sink()) is not None:
+            # Stream the reply word by word, yielding between words, as a decoding model would.
+            for piece in re.findall(r"\s*\S+", text):
+                sink(piece)
+                await asyncio.sleep(0)
         logprobs = None
         if request.top_logprobs and self.supports_logprobs and "top_logprobs" in item:
             logprobs = _to_logprobs(item["top_logprobs"], request.top_logprobs)

@@ -9,12 +9,14 @@ is bounded by the server's timeout.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from ..assemble import build_method
 from ..config import ExperimentConfig
 from ..methods.core.base import Method
 from ..methods.factory import available_methods
+from ..methods.steps.followup import Turn, standalone_question, with_rewrite
 from ..types import RAGResponse
 from .errors import ApiError
 from .progress import Progress, ProgressBackend, listener
@@ -81,13 +83,21 @@ class Answerer:
             self._methods[name] = method
         return method
 
-    async def answer(self, question: str, method_name: str, progress: Progress | None = None) -> RAGResponse:
-        """The method's answer, within the timeout; ``progress`` hears about every model call."""
+    async def answer(self, question: str, method_name: str, progress: Progress | None = None,
+                     history: Sequence[Turn] = ()) -> RAGResponse:
+        """The method's answer, within the timeout; ``progress`` hears about every model call. With
+        ``history`` (the conversation before the question), a follow-up is first rewritten to stand
+        on its own."""
         method = self.method(method_name)
         token = listener.set(progress)
+
+        async def answer() -> RAGResponse:
+            rewrite = await standalone_question(self.llm, history, question)
+            return with_rewrite(await method.answer(rewrite.standalone), rewrite)
+
         try:
             # The listener is copied into the task the timeout runs the answer in.
-            return await asyncio.wait_for(method.answer(question), timeout=self.timeout_s)
+            return await asyncio.wait_for(answer(), timeout=self.timeout_s)
         except TimeoutError:
             raise ApiError(
                 504, f"no answer within {self.timeout_s:g} s (--timeout); try a cheaper method or a shorter question",

@@ -1,6 +1,8 @@
 """The OpenAI chat-completions format: reading a request, writing a completion and its chunks.
 
-``model`` names the method; the last user message is the question; sampling
+``model`` names the method; the last user message is the question, and the
+messages before it are the conversation it follows (a follow-up is rewritten
+to stand on its own before retrieving: :mod:`selfrag.methods.steps.followup`); sampling
 settings (``temperature``, ``max_tokens`` ...) are accepted and left to the
 method's configuration. The reply's message carries the answer as
 ``content`` plus ``citations`` (the passages the method cites); the whole
@@ -15,6 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from ..methods.steps.followup import Turn
 from .errors import ApiError
 from .limits import check_question, flag
 
@@ -25,6 +28,7 @@ class ChatRequest:
     model: Any
     stream: bool
     include_usage: bool
+    history: tuple[Turn, ...] = ()  # the user and assistant turns before the question
 
 
 def _text_of(content: Any) -> str:
@@ -43,16 +47,18 @@ def parse_chat(body: dict[str, Any], max_chars: int) -> ChatRequest:
         raise ApiError(400, "'messages' must be a non-empty list of {role, content} objects", param="messages")
     if not all(isinstance(m, dict) for m in messages):
         raise ApiError(400, "every message must be an object with 'role' and 'content'", param="messages")
-    users = [m for m in messages if m.get("role") == "user"]
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
     if not users:
         raise ApiError(400, "no message has role 'user'; the last user message is the question", param="messages")
-    question = check_question(_text_of(users[-1].get("content")), max_chars, param="messages")
+    question = check_question(_text_of(messages[users[-1]].get("content")), max_chars, param="messages")
+    history = tuple(Turn(m["role"], text) for m in messages[: users[-1]]
+                    if m.get("role") in ("user", "assistant") and (text := _text_of(m.get("content"))).strip())
     n = body.get("n")
     if n not in (None, 1):
         raise ApiError(400, "only one choice per request (n=1)", param="n")
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and options.get("include_usage") is True
-    return ChatRequest(question, body.get("model"), flag(body, "stream"), include_usage)
+    return ChatRequest(question, body.get("model"), flag(body, "stream"), include_usage, history)
 
 
 def new_id() -> tuple[str, int]:
@@ -68,6 +74,28 @@ def usage(data: dict[str, Any]) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
+def without_documents_note(data: dict[str, Any]) -> str:
+    """The line that opens the reply when the answer used no document ("" when it used some)."""
+    why = data.get("without_documents")
+    return f"(Answered without your documents: {why}.)\n\n" if why else ""
+
+
+def content(data: dict[str, Any]) -> str:
+    """The reply's text: the answer, opened by a plain note when it used no document."""
+    return without_documents_note(data) + str(data["answer"])
+
+
+def rest_of_content(data: dict[str, Any], streamed: str) -> str:
+    """What a stream still has to send once the answer is known: all of it when nothing was streamed;
+    nothing when the streamed tokens were the answer; else the final answer, said as such (the streamed
+    draft had no usable answer, or the answer was shaped, e.g. to "yes")."""
+    if not streamed:
+        return content(data)
+    if " ".join(streamed.split()) == " ".join(str(data["answer"]).split()):
+        return ""
+    return f"\n\n(final answer: {data['answer']})"
+
+
 def completion(data: dict[str, Any], *, cid: str, created: int, model: str) -> dict[str, Any]:
     """A ``chat.completion`` object for one answer (``data``: the /v1/ask object)."""
     return {
@@ -78,7 +106,7 @@ def completion(data: dict[str, Any], *, cid: str, created: int, model: str) -> d
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": data["answer"], "citations": citations(data)},
+                "message": {"role": "assistant", "content": content(data), "citations": citations(data)},
                 "finish_reason": "stop",
                 "logprobs": None,
             }

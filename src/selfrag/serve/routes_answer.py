@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import __version__
+from ..llm import streaming
 from ..methods.factory import available_methods
 from . import openai_format as oai
 from .answering import Answerer
@@ -72,10 +73,11 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-async def _answer_now(request: Request, st: ServerState, answerer: Answerer, question: str, name: str) -> Any:
+async def _answer_now(request: Request, st: ServerState, answerer: Answerer, question: str, name: str,
+                      history: tuple = ()) -> Any:
     """The answer's payload; a client that goes away first cancels the answer and frees its slot at once."""
     with st.gate.slot():
-        task = asyncio.ensure_future(answerer.answer(question, name))
+        task = asyncio.ensure_future(answerer.answer(question, name, history=history))
         gone = asyncio.ensure_future(_disconnected(request))
         try:
             await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -119,23 +121,31 @@ async def ask(request: Request) -> Response:
     return SlotStream(_ask_events(answerer, question, name), st.gate.leave)
 
 
-async def _run_with_progress(answerer: Answerer, question: str, name: str) -> AsyncIterator[tuple[str, Any]]:
-    """("progress", {...}) after each model call, pings while waiting, then ("result" | "error", ...)."""
+async def _run_with_progress(answerer: Answerer, question: Any, name: str,
+                             history: tuple = ()) -> AsyncIterator[tuple[str, Any]]:
+    """("progress", {...}) after each model call, ("token", text) as the answer is written (methods whose
+    answer is one model call known in advance), pings while waiting, then ("result" | "error", ...)."""
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    task = asyncio.ensure_future(answerer.answer(question, name, Progress(report=queue.put_nowait)))
+    loop = asyncio.get_running_loop()
+
+    async def answer() -> Any:
+        with streaming.listening(lambda piece: queue.put_nowait({"token": piece}), loop):
+            return await answerer.answer(question, name, Progress(report=queue.put_nowait), history)
+
+    task = asyncio.ensure_future(answer())
     getter: asyncio.Future | None = None
     try:
         while not task.done():
             getter = asyncio.ensure_future(queue.get())
             done, _ = await asyncio.wait({task, getter}, timeout=PING_INTERVAL, return_when=asyncio.FIRST_COMPLETED)
             if getter in done:
-                yield "progress", getter.result()
+                yield _kind(getter.result())
             else:
                 getter.cancel()
                 if not done:
                     yield "ping", None
         while not queue.empty():
-            yield "progress", queue.get_nowait()
+            yield _kind(queue.get_nowait())
         try:
             response = task.result()
         except Exception as exc:
@@ -150,11 +160,17 @@ async def _run_with_progress(answerer: Answerer, question: str, name: str) -> As
             task.cancel()  # the client went away: stop working on its question
 
 
+def _kind(item: dict[str, Any]) -> tuple[str, Any]:
+    return ("token", item["token"]) if "token" in item else ("progress", item)
+
+
 async def _ask_events(answerer: Answerer, question: str, name: str) -> AsyncIterator[bytes]:
     yield event({"method": name, "question": question}, "start")
     async for kind, value in _run_with_progress(answerer, question, name):
         if kind == "ping":
             yield PING
+        elif kind == "token":
+            yield event({"text": value}, "token")
         elif kind == "progress":
             yield event(value, "progress")
         elif kind == "error":
@@ -171,7 +187,7 @@ async def chat_completions(request: Request) -> Response:
     answerer, name = _start(st, chat.model)
     cid, created = oai.new_id()
     if not chat.stream:
-        data = await _answer_now(request, st, answerer, chat.question, name)
+        data = await _answer_now(request, st, answerer, chat.question, name, chat.history)
         if data is None:
             return Response(status_code=499)  # nobody is there to read it
         return JSONResponse(oai.completion(data, cid=cid, created=created, model=name))
@@ -182,15 +198,19 @@ async def chat_completions(request: Request) -> Response:
 async def _chat_chunks(answerer: Answerer, chat: oai.ChatRequest, name: str, cid: str, created: int) -> AsyncIterator[bytes]:
     ids = {"cid": cid, "created": created, "model": name}
     yield event(oai.chunk(**ids, delta={"role": "assistant", "content": ""}))
-    async for kind, value in _run_with_progress(answerer, chat.question, name):
+    streamed = ""
+    async for kind, value in _run_with_progress(answerer, chat.question, name, chat.history):
         if kind == "ping":
             yield PING
+        elif kind == "token":
+            streamed += value
+            yield event(oai.chunk(**ids, delta={"content": value}))
         elif kind == "error":
             yield event(value)  # OpenAI clients raise an APIError on {"error": ...}
             return
         elif kind == "result":
             data = answer_payload(value)
-            for piece in pieces(data["answer"]):
+            for piece in pieces(oai.rest_of_content(data, streamed)):
                 yield event(oai.chunk(**ids, delta={"content": piece}))
             yield event(oai.chunk(**ids, delta={}, finish="stop", citations=oai.citations(data), selfrag=data))
             if chat.include_usage:

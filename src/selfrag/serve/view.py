@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..reflection.judged import VERDICTS, not_judged_names
+
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP_WORDS = (
@@ -193,15 +195,18 @@ def trace_view(record: Mapping[str, Any], documents: Mapping[str, str] | None = 
         passages.append({
             **entry,
             "text": text,
-            "relevance": own.get("relevance") if own else None,
-            "support": own.get("support") if own else None,
-            "utility": own.get("utility") if own else None,
+            **(_verdicts(own) if own else {"relevance": None, "support": None, "utility": None, "not_judged": []}),
             "cited": is_cited,
             "highlights": highlight_spans(answer, text, min_shared) if is_cited and text else [],
         })
+    why = record.get("without_documents")
+    if why is None and isinstance(record.get("details"), Mapping):
+        why = record["details"].get("without_documents")
     return {
         "answer": answer,
         "abstained": bool(record.get("abstained")),
+        # Why the answer used no document (None: it used some, or the record does not say).
+        "without_documents": why if isinstance(why, str) and why else None,
         "citations_known": cited is not None,
         "decision": decision(record),
         "passages": passages,
@@ -220,12 +225,20 @@ def _candidate(c: Mapping[str, Any], selected: bool) -> dict[str, Any]:
         "passage_id": passage.get("id"),
         "passage_title": passage.get("title") or passage.get("id") or "",
         "joint": d.get("joint") is True or (isinstance(indices, list) and len(indices) > 1),
-        "relevance": c.get("relevance"),
-        "support": c.get("support"),
-        "utility": c.get("utility"),
+        **_verdicts(c),
         "score": c.get("score"),
         "selected": selected,
     }
+
+
+def _verdicts(c: Mapping[str, Any]) -> dict[str, Any]:
+    """A candidate's verdicts as the model gave them, and ``not_judged``: the ones it did not give
+    (named by the record, listed as parser defaults, or missing), which the page draws as "not judged"."""
+    named = c.get("not_judged")
+    names = [n for n in named if n in VERDICTS] if isinstance(named, list) else not_judged_names(c, _details(c))
+    out: dict[str, Any] = {v: None if v in names else c.get(v) for v in VERDICTS}
+    out["not_judged"] = names
+    return out
 
 
 def _timeline_step(step: Mapping[str, Any]) -> dict[str, Any]:

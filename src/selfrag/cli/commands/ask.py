@@ -14,6 +14,7 @@ from ...serialize import response_json
 from ...validation import lone_surrogate
 from ..options import add_answer_options, config_from_args
 from ..output import print_response
+from ..progress import progress_for
 from .index import add_docs_options, load_docs
 
 NAME = "ask"
@@ -30,11 +31,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args, cache_default=False)
     check_config(cfg)  # a missing extra (dense retrieval) before any document is read
+    progress = progress_for(stream_answer=not args.json)
+    if args.docs:
+        progress.stage(f"reading the documents in {args.docs}")
     if not args.question.strip():
         raise DataError("the question is empty; give some text to answer")
     if (problem := lone_surrogate(args.question)) is not None:
         raise DataError(f"the question is not UTF-8 text ({problem}); give it as UTF-8")
     documents = load_docs(args, cfg)
+    progress.stage("indexing the documents" if documents is not None else "loading the index")
     llm = build_backend(cfg)
     retriever = build_retriever(cfg, documents)
     method = build_method(cfg, llm, retriever)
@@ -43,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
 
     async def answer():
         try:
-            return await method.answer(args.question)
+            with progress.watching():
+                return await method.answer(args.question)
         finally:
             await llm.aclose()
 
@@ -51,5 +57,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(response_json(response), ensure_ascii=False, indent=2))
     else:
-        print_response(response, sys.stdout, trace=args.trace)
+        shown = progress.end_stream(response.answer)
+        print_response(response, sys.stdout, trace=args.trace, answer_shown=shown)
     return 0

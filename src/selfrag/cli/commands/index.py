@@ -43,6 +43,22 @@ def add_retriever_options(parser: argparse.ArgumentParser, *, default: str | Non
                         help="milvus: the vector index (default HNSW)")
 
 
+def chunk_settings(args: argparse.Namespace, cfg=None, manifest: dict[str, Any] | None = None):
+    """The chunk settings: ``--chunk-size``, else a saved index's own (so its passages match), else the
+    config's ``data`` section, else the defaults."""
+    from ...ingest import ChunkSettings
+
+    saved = (manifest or {}).get("chunking")
+    data = cfg.data if cfg is not None else None
+    size = getattr(args, "chunk_size", None)
+    if size is None and isinstance(saved, dict) and isinstance(saved.get("size"), int):
+        return ChunkSettings(saved["size"], int(saved.get("overlap") or 0))
+    if size is None:
+        size = data.chunk_size if data is not None else ChunkSettings().size
+    overlap = data.chunk_overlap if data is not None else ChunkSettings().overlap
+    return ChunkSettings(size, min(overlap, max(0, size // 2 - 1)))
+
+
 def load_docs(args: argparse.Namespace, cfg=None):
     """The documents ``--docs`` names (None without it), with the folder options of ``args``
     or, where a flag is not given, of the config's ``data`` section."""
@@ -50,18 +66,29 @@ def load_docs(args: argparse.Namespace, cfg=None):
         return None
     from ...retrieval.store import load_corpus
 
+    manifest = None
+    if cfg is not None and cfg.retrieval.index:
+        from ...retrieval.persist import read_manifest
+
+        manifest = read_manifest(cfg.retrieval.index)
     data = cfg.data if cfg is not None else None
     return load_corpus(
         args.docs,
         include_hidden=args.include_hidden or bool(data and data.include_hidden),
         follow_external_links=args.follow_external_links or bool(data and data.follow_external_links),
+        chunks=chunk_settings(args, cfg, manifest),
     )
 
 
 def add_docs_options(parser: argparse.ArgumentParser, *, required: bool = False, help: str | None = None) -> None:
     """``--docs PATH`` and what a documents folder may include (shared with ask)."""
     parser.add_argument(
-        "--docs", required=required, metavar="PATH", help=help or "a folder of .txt/.md files or a JSONL file"
+        "--docs", required=required, metavar="PATH",
+        help=help or "a folder or a file of documents: .txt, .md, .html, .jsonl (.pdf, .docx with selfrag[docs])",
+    )
+    parser.add_argument(
+        "--chunk-size", type=int, metavar="N",
+        help="cut documents into passages of about N tokens (default 200; sets data.chunk_size)",
     )
     parser.add_argument(
         "--include-hidden",
@@ -110,13 +137,21 @@ def run(args: argparse.Namespace) -> int:
 
 def _build(args: argparse.Namespace) -> int:
     from ...assemble import retriever_options
+    from ...ingest import collect
     from ...retrieval.persist import check_build_paths, read_manifest, save_index
+    from ...retrieval.rebuild import (
+        passages_of,
+        previous_build,
+        sources_manifest,
+        with_prior_vectors,
+    )
     from ...retrieval.registry import create_retriever, get_kind
+    from ...retrieval.store import log as store_log
 
     cfg = retrieval_config(args)
     # Refuse an --out that is not an index (or overlaps --docs) before any work is done.
     check_build_paths(args.out, args.docs)
-    documents = load_docs(args)
+    chunks = chunk_settings(args)
     options = retriever_options(cfg)
     if get_kind(cfg.retrieval.method).takes("show_progress"):
         options["show_progress"] = False if args.quiet else None
@@ -125,18 +160,34 @@ def _build(args: argparse.Namespace) -> int:
         out = Path(args.out).expanduser().absolute()
         options["build_dir"] = out.parent / f".{out.name}.{cfg.retrieval.method}-build"
     start = time.perf_counter()
+    previous = previous_build(args.out, cfg.retrieval.method, options, chunks)
+    found = collect(args.docs, include_hidden=args.include_hidden, follow_external_links=args.follow_external_links,
+                    chunks=chunks, previous=previous.files if previous else None)
+    if found.skipped:
+        store_log.warning(found.skipped.summary(Path(args.docs)))
+    documents = passages_of(found.files)
+    if not documents:
+        from ...errors import DataError
+        from ...ingest import described
+
+        raise DataError(f"no documents in {args.docs}: add files selfrag reads: {described()}")
+    if get_kind(cfg.retrieval.method).takes("cache"):
+        options = with_prior_vectors(options, previous)
     retriever = create_retriever(cfg.retrieval.method, documents, **options)
     seconds = time.perf_counter() - start
     source = Path(args.docs).expanduser().resolve()
-    out = save_index(retriever, args.out, extra={"source": str(source)}, source=source)
+    extra = {"source": str(source), "chunking": chunks.as_dict(), "sources": sources_manifest(found.files)}
+    out = save_index(retriever, args.out, extra=extra, source=source)
     manifest = read_manifest(out)
+    reread = {"files": len(found.files), "read": found.parsed, "unchanged": len(found.files) - found.parsed}
     if args.json:
-        print(json.dumps({**manifest, "index_seconds": round(seconds, 3)}, indent=2))
+        print(json.dumps({**manifest, "index_seconds": round(seconds, 3), "rebuild": reread}, indent=2))
     else:
         model = f" · model {manifest['embedding_model']}" if manifest.get("embedding_model") else ""
+        kept = f", {reread['unchanged']} unchanged" if previous is not None else ""
         print(
             f"built {manifest['retriever']} index of {manifest['document_count']} documents "
-            f"in {seconds:.1f} s{model} -> {out}"
+            f"from {reread['files']} files ({reread['read']} read{kept}) in {seconds:.1f} s{model} -> {out}"
         )
         print(f"use it: selfrag ask \"...\" --index {out}", file=sys.stderr)
     return 0
@@ -152,6 +203,10 @@ def _info(args: argparse.Namespace) -> int:
     for key in ("retriever", "embedding_model", "document_count", "corpus_checksum", "created", "source"):
         if manifest.get(key) is not None:
             print(f"{key:16} {manifest[key]}")
+    if isinstance(manifest.get("sources"), dict):
+        print(f"{'files':16} {len(manifest['sources'])}")
+    if isinstance(manifest.get("chunking"), dict):
+        print(f"{'chunking':16} {json.dumps(manifest['chunking'])}")
     params = {k: v for k, v in (manifest.get("params") or {}).items() if k != "embedding_model"}
     if params:
         print(f"{'params':16} {json.dumps(params)}")

@@ -138,7 +138,7 @@ class SelfCorrectiveRAG(Method):
         # Written as self_rag's joint candidate: vanilla_rag's answer call, facts first for yes/no.
         _, _, answer = await joint_answer(
             run, question, docs, self.config.max_context_tokens, name=name,
-            facts_first=self.config.facts_first, reader=self.reader,
+            facts_first=self.config.facts_first, reader=self.reader, final=False,
         )
         return answer
 

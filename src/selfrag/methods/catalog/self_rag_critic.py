@@ -235,7 +235,7 @@ class SelfRagCritic(Method):
             return (await write_drafts(critic, run, Task(question.text), [doc]))[0]
         _, _, answer = await joint_answer(
             run, question, docs, self.config.max_context_tokens, name=f"{len(docs)} passages",
-            facts_first=self.config.facts_first, reader=self.reader)
+            facts_first=self.config.facts_first, reader=self.reader, final=False)
         return await critiqued_answer(critic, run, Task(question.text), doc, answer)
 
     def _candidates_on_demand(self, critic: Critic, result: RetrievalResult) -> bool:

@@ -52,7 +52,7 @@ class VanillaRAG(Method):
         reading = self.config.confidence
         step, context, used = await answer_over(
             run, question, result.documents, self.config.max_context_tokens,
-            thought="Answer from the retrieved passages.", logprobs=reading is not ConfidenceReading.OFF,
+            thought="Answer from the retrieved passages.", logprobs=reading is not ConfidenceReading.OFF, final=True,
         )
         step.thought = f"Answer from {len(used)} passages."
         answer = clean_answer(step.text)

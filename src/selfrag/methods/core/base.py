@@ -16,8 +16,9 @@ from typing import Any, ClassVar, Protocol
 
 from ...defaults import Inherited, inherit
 from ...errors import DataError
+from ...reflection.citing import supporting
 from ...retrieval.base import Retriever, RetrieverFactory
-from ...types import ArchitectureType, Candidate, Document, Question, RAGResponse
+from ...types import ArchitectureType, Candidate, Document, Question, RAGResponse, ReasoningStep
 from ...validation import StrictModel, parse_model
 from .answer_shape import finalize_answer
 from .trace import Run
@@ -54,7 +55,8 @@ class Outcome:
     retrieval_needed: bool = False
     candidates: Sequence[Candidate] = ()
     details: dict[str, Any] = field(default_factory=dict)
-    # None: cite every passage the method retrieved.
+    # The passages the answer was written from; None: every passage the method retrieved (none when
+    # it says no retrieval was needed). Which of them are cited is decided in Method._response.
     citations: Sequence[Document] | None = None
     abstained: bool = False
     # How sure the method is of the answer (None: not read).
@@ -191,6 +193,11 @@ class Method(ABC):
             details["raw_answer"] = outcome.answer
         prompt_tokens = sum(s.prompt_tokens for s in steps)
         completion_tokens = sum(s.completion_tokens for s in steps)
+        read = self._read(run, outcome)
+        cited = () if outcome.abstained else tuple(
+            read[i] for i in supporting(question.text, citable_answer(question, answer), read))
+        if not read and not outcome.abstained:
+            details["without_documents"] = without_documents_reason(self, steps)
         return RAGResponse(
             answer=answer,
             reasoning_chain=steps,
@@ -207,18 +214,22 @@ class Method(ABC):
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             details=details,
-            citations=self._citations(run, outcome),
+            citations=cited,
             abstained=outcome.abstained,
             confidence=outcome.confidence,
+            read=read,
         )
 
     @staticmethod
-    def _citations(run: Run, outcome: Outcome) -> tuple[Document, ...]:
-        if outcome.abstained:
-            return ()
-        if outcome.citations is not None:
-            return tuple(outcome.citations)
+    def _read(run: Run, outcome: Outcome) -> tuple[Document, ...]:
+        """The passages the answer was written from (see :attr:`Outcome.citations`)."""
         seen: dict[str, Document] = {}
+        if outcome.citations is not None:
+            for doc in outcome.citations:
+                seen.setdefault(doc.id, doc)
+            return tuple(seen.values())
+        if not outcome.retrieval_needed and not outcome.abstained:
+            return ()
         for result in run.retrievals:
             for doc in result.documents:
                 seen.setdefault(doc.id, doc)
@@ -226,3 +237,22 @@ class Method(ABC):
 
     @abstractmethod
     async def _answer(self, question: Question, run: Run) -> Outcome: ...
+
+
+def citable_answer(question: Question, answer: str) -> str:
+    """The text to look for in the passages: a chosen option's own text for an option letter."""
+    letter = answer.strip().rstrip(".)").upper()
+    if question.choices and len(letter) == 1 and "A" <= letter < chr(ord("A") + len(question.choices)):
+        return question.choices[ord(letter) - ord("A")]
+    return answer
+
+
+def without_documents_reason(method: Method, steps: Sequence[ReasoningStep]) -> str:
+    """Why an answer used no document, in a few words: the retrieval decision's own reason, or the method's."""
+    if not method.uses_retrieval:
+        return f"{method.name} answers from the model alone"
+    for step in steps:
+        if step.action == "retrieval_decision" and step.observation:
+            reason = step.observation.removeprefix("retrieval needed: no").strip(" ()")
+            return reason or "the method decided no retrieval was needed"
+    return "the method wrote its answer without any passage"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ...llm import streaming
 from ...llm.base import Message, chat
 from ...prompts import load_prompt, render
 from ...reflection.tokens import neutralize
@@ -80,7 +81,7 @@ def truncate_to_tokens(text: str, max_tokens: int, count_tokens: Callable[[str],
 async def answer_over(
     run: Run, question: Question, docs: Sequence[Document], max_tokens: int, *, thought: str,
     template: str = "answer_with_context", action: str = "generate", formatted: bool = True,
-    reply_tokens: int | None = None, logprobs: bool = False,
+    reply_tokens: int | None = None, logprobs: bool = False, final: bool = False,
 ) -> tuple[StepRecord, str, list[Document]]:
     """``vanilla_rag``'s answer call over ``docs`` joined up to ``max_tokens``.
 
@@ -88,7 +89,9 @@ async def answer_over(
     ``formatted=False`` leaves out the answer-format system message, for a
     prompt that asks for its own reply shape; ``reply_tokens`` caps the reply
     below the method's ``max_tokens``; ``logprobs`` asks for each reply token's
-    log-probability (where the backend gives them: a confidence reads them). Returns the step (its text is the raw
+    log-probability (where the backend gives them: a confidence reads them); ``final`` marks the call as
+    the one whose reply is the method's answer, so its tokens are streamed to whoever listens
+    (:mod:`selfrag.llm.streaming`). Returns the step (its text is the raw
     answer; ``details.passages_in_context`` lists the ids shown), the context
     shown and the documents it includes.
     """
@@ -97,7 +100,12 @@ async def answer_over(
     cap = {} if reply_tokens is None else {"max_tokens": min(reply_tokens, int(run.params.get("max_tokens", reply_tokens)))}
     if logprobs and run.llm.supports_logprobs:
         cap["top_logprobs"] = 1
-    step = await run.generate(prompt, action=action, thought=thought, action_input=question.text, **cap)
+    if final:
+        with streaming.answer_call():
+            step = await run.generate(prompt, action=action, thought=thought, action_input=question.text, **cap)
+            streaming.finish(step.text)
+    else:
+        step = await run.generate(prompt, action=action, thought=thought, action_input=question.text, **cap)
     step.details["passages_in_context"] = [d.id for d in used]
     return step, context, used
 

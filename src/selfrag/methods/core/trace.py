@@ -13,7 +13,9 @@ when set, :meth:`Run.retrieve` hands the call to it, and the hook fetches with
 
 from __future__ import annotations
 
+import contextvars
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -77,6 +79,19 @@ class StepRecord:
         )
 
 
+# Told about each step as it starts ("start", action, thought) and ends ("end", action, the record):
+# how `selfrag ask` shows progress and logs each model call. Context-local, so concurrent questions in
+# one process each tell their own listener.
+StepListener = Callable[[str, str, Any], None]
+step_listener: contextvars.ContextVar[StepListener | None] = contextvars.ContextVar("selfrag_steps", default=None)
+
+
+def _tell(event: str, action: str, payload: Any) -> None:
+    listener = step_listener.get()
+    if listener is not None:
+        listener(event, action, payload)
+
+
 class RetrievalHook(Protocol):
     """Wraps every retrieval of a run (adaptive retrieval, reranking)."""
 
@@ -95,6 +110,9 @@ class Run:
         self.started = time.perf_counter()
         self.own_evidence = False  # the retriever holds the question's own documents
         self.hook: RetrievalHook | None = None
+        # A retrieval already made and recorded (a decision looked at the documents first): the
+        # method's next identical retrieval gets it back instead of retrieving again.
+        self._kept: tuple[RetrievalResult, str, int] | None = None
 
     def fork(self) -> Run:
         """A child run for concurrent work; join it back with :meth:`join`."""
@@ -120,6 +138,7 @@ class Run:
     ) -> StepRecord:
         """Call the LLM and record the call as a step (observation defaults to the output)."""
         merged = {**self.params, **params}
+        _tell("start", action, thought)
         gen = await self.llm.generate(prompt, **merged)
         record = StepRecord(
             action=action,
@@ -129,10 +148,19 @@ class Run:
             gen=gen,
         )
         self.records.append(record)
+        _tell("end", action, record)
         return record
+
+    def keep_for_reuse(self, result: RetrievalResult, query: str, top_k: int) -> None:
+        """Let the next :meth:`retrieve` of ``query`` and ``top_k`` return ``result`` (once, unrecorded)."""
+        self._kept = (result, query, top_k)
 
     async def retrieve(self, query: str, top_k: int, *, thought: str = "", action: str = "retrieve") -> RetrievalResult:
         """Retrieve ``top_k`` passages for ``query`` (through the hook, when there is one)."""
+        if self._kept is not None:
+            kept, self._kept = self._kept, None
+            if kept[1:] == (query, top_k):
+                return kept[0]
         if self.hook is not None:
             return await self.hook.retrieve(self, query, top_k, thought=thought, action=action)
         return await self.retrieve_direct(query, top_k, thought=thought, action=action)
@@ -143,6 +171,7 @@ class Run:
         """Call the retriever and record the call as a step (no hook)."""
         if self.retriever is None:
             raise DataError("this method needs documents to retrieve from; give --docs or a corpus")
+        _tell("start", action, thought)
         result = await self.retriever.retrieve(query, top_k)
         self.retrievals.append(result)
         titles = ", ".join(d.title or d.id for d in result.documents[:5])
@@ -155,6 +184,7 @@ class Run:
                 retrieval=result,
             )
         )
+        _tell("end", action, self.records[-1])
         return result
 
     def note(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...reflection.judged import honest_row, judged_value, shown
 from ...types import Candidate, Document
 from ..core.trace import Run
 
@@ -20,8 +21,9 @@ def cited_passages(best: Candidate | None, docs: list[Document]) -> list[Documen
 
 
 def candidate_row(c: Candidate) -> dict[str, Any]:
-    """One candidate as the response's ``details["all_candidates"]`` lists it."""
-    return {
+    """One candidate as the response's ``details["all_candidates"]`` lists it (a verdict the model did
+    not give is None and named under ``not_judged``)."""
+    return honest_row({
         "text": c.text,
         "passage_id": c.passage.id if c.passage else None,
         "passage_title": c.passage.title if c.passage else None,
@@ -32,7 +34,7 @@ def candidate_row(c: Candidate) -> dict[str, Any]:
         "utility": c.utility,
         "score": c.score,
         "defaults_used": list(c.details.get("defaults_used", [])),
-    }
+    }, c.details)
 
 
 def note_selection(run: Run, rule: str, candidates: list[Candidate], index: int) -> None:
@@ -45,8 +47,9 @@ def note_selection(run: Run, rule: str, candidates: list[Candidate], index: int)
         thought=rule,
         action_input=f"{len(candidates)} candidates",
         observation=(
-            f"Selected candidate {index + 1} from {source} (utility={best.utility}, "
-            f"support={best.support}, relevance={best.relevance}, score={best.score:g})"
+            f"Selected candidate {index + 1} from {source} (utility={shown(judged_value(best, 'utility'))}, "
+            f"support={shown(judged_value(best, 'support'))}, relevance={shown(judged_value(best, 'relevance'))}, "
+            f"score={best.score:g})"
         ),
         details={"selected": index + 1, "scores": [c.score for c in candidates]},
     )

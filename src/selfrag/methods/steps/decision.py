@@ -25,6 +25,7 @@ from ...reflection.parse import parse_retrieval_decision
 from ...reflection.tokens import LABEL_GROUPS
 from ...types import Question
 from ..core.trace import Run, StepRecord, shorten
+from . import calibration_store
 
 # Used only if the packaged prompts/self_rag.txt is missing.
 FALLBACK_DECISION_PROMPT = (
@@ -44,7 +45,10 @@ DEFAULT_THRESHOLD = "auto"
 class RetrievalMode(StrEnum):
     """Whether a method asks before it retrieves."""
 
-    ADAPTIVE = "adaptive"  # the model decides (one call)
+    # With documents: retrieve first (cheap), decide from what was found (steps/look_first.py);
+    # with none to look at, as adaptive.
+    LOOK_FIRST = "look_first"
+    ADAPTIVE = "adaptive"  # the model decides from the question alone (one call; the paper's)
     ALWAYS = "always"  # retrieve for every question, no call (the paper's forced retrieval)
     NEVER = "never"  # retrieve for none, no call
 FALLBACK_THRESHOLD = 0.5
@@ -153,6 +157,18 @@ class Calibration:
     async def threshold(self, run: Run, template: str) -> float:
         if self.value is not None:
             return self.value
+        key = calibration_store.calibration_key(run.llm, template, (*ANCHORS_RETRIEVE, *ANCHORS_SKIP))
+        kept = calibration_store.load(key)
+        if kept is not None:
+            self.value, self.untrusted = float(kept["threshold"]), bool(kept.get("untrusted"))
+            run.note(
+                "calibrate_decision",
+                thought="The threshold this model and prompt were calibrated to before (no call).",
+                action_input=f"kept in {calibration_store.store_path()}",
+                observation=f"threshold={self.value:.4f}: {kept.get('why', 'calibrated before')}",
+                details={"threshold": round(self.value, 4), "kept": True, "separation": kept.get("separation")},
+            )
+            return self.value
         groups: dict[str, list[float]] = {"retrieve": [], "skip": []}
         for name, anchors in (("retrieve", ANCHORS_RETRIEVE), ("skip", ANCHORS_SKIP)):
             for text in anchors:
@@ -174,13 +190,16 @@ class Calibration:
                    "retrieve when the question names something")
         else:
             self.value, why = (hi + lo) / 2, f"halfway between the anchor means (d'={separation:.2f})"
+        sep = None if separation is None else round(separation, 3)
+        if hi is not None and lo is not None:  # a calibration that read no probability is not worth keeping
+            calibration_store.save(key, {"threshold": self.value, "untrusted": self.untrusted, "why": why,
+                                         "separation": sep, "anchor_means": [hi, lo]})
         run.note(
             "calibrate_decision",
             thought="Threshold halfway between the mean P(yes) of the two anchor groups, if they separate.",
             action_input=f"{len(ANCHORS_RETRIEVE)} + {len(ANCHORS_SKIP)} anchors",
             observation=f"threshold={self.value:.4f}: {why}",
-            details={"threshold": round(self.value, 4), "anchor_means": [hi, lo],
-                     "separation": None if separation is None else round(separation, 3)},
+            details={"threshold": round(self.value, 4), "anchor_means": [hi, lo], "separation": sep},
         )
         return self.value
 

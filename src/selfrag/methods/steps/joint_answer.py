@@ -56,10 +56,12 @@ def wants_facts(facts_first: str, question: Question) -> bool:
 async def joint_answer(
     run: Run, question: Question, docs: Sequence[Document], max_tokens: int, *, name: str,
     facts_first: str = "off", reader: ChoiceReader | None = None, action: str = "generate",
-    logprobs: bool = False,
+    logprobs: bool = False, final: bool = True,
 ) -> tuple[StepRecord, str, str]:
     """The step that gave the answer, the context shown and the answer; ``name`` names the passages in
-    thoughts, ``action`` the plain answer call's step."""
+    thoughts, ``action`` the plain answer call's step. ``final``: the plain answer call writes the method's
+    answer when it has one (self_rag's joint, self_rag_segment's short answer), so its tokens are streamed
+    (:mod:`selfrag.llm.streaming`); a draft that is one of several is not."""
     if wants_facts(facts_first, question):
         step, context, final = await answer_after_facts(
             run, question, docs, max_tokens,
@@ -75,5 +77,5 @@ async def joint_answer(
         if read is not None and reading.answer is not None:
             return read, context, reading.answer
     gen, context, _ = await answer_over(run, question, docs, max_tokens, thought=f"Answer from {name} together.",
-                                        action=action, logprobs=logprobs)
+                                        action=action, logprobs=logprobs, final=final)
     return gen, context, clean_answer(gen.text)

@@ -11,7 +11,7 @@
   }
 
   function showAnswer(data) {
-    $("answer").textContent = data.answer;
+    $("answer").textContent = data.answer_with_citations || data.answer;
     const cites = window.SR.clear($("citations"));
     if ((data.citations || []).length) {
       cites.append(el("span", { class: "muted small", text: "cites " }));
@@ -38,7 +38,10 @@
     let finished = false;
     try {
       await window.SR.postEvents("/v1/ask", { question, method: $("method").value, stream: true }, (name, data) => {
-        if (name === "progress") {
+        if (name === "token") {
+          // The answer as the model writes it; the result replaces it with the final answer.
+          $("answer").textContent += data.text;
+        } else if (name === "progress") {
           $("status").textContent = `thinking… ${data.calls} model call${data.calls === 1 ? "" : "s"}, ${data.tokens} tokens, ${fmt.ms(data.elapsed_ms)}`;
         } else if (name === "result") {
           finished = true;

@@ -22,12 +22,25 @@
     return "none";
   }
 
-  function badge(kind, value) {
+  function notJudged(kind) {
+    // A verdict the model did not give: drawn grey, never as a real verdict.
+    return el("span", { class: "badge " + kind + " not-judged", title: kind + ": the model gave no verdict",
+      text: kind + ": not judged" });
+  }
+
+  function badge(kind, value, missing) {
+    if ((missing || []).includes(kind)) return notJudged(kind);
     if (value === null || value === undefined || value === "") return null;
     return el("span", { class: "badge " + kind + " " + labelClass(kind, value), title: kind, text: kind + ": " + value });
   }
 
-  function utility(value) {
+  function verdicts(item) {
+    return el("div", { class: "badges" }, badge("relevance", item.relevance, item.not_judged),
+      badge("support", item.support, item.not_judged), utility(item.utility, item.not_judged));
+  }
+
+  function utility(value, missing) {
+    if ((missing || []).includes("utility")) return notJudged("utility");
     if (typeof value !== "number") return null;
     const pips = [];
     for (let i = 1; i <= 5; i++) pips.push(el("span", { class: "pip" + (i <= Math.round(value) ? " on" : "") }));
@@ -86,7 +99,7 @@
           p.cited ? el("span", { class: "badge cited-badge", text: "cited" }) : null,
           typeof p.score === "number" ? bar(top ? p.score / top : 0, "score", "retrieval score " + fmt.num(p.score)) : null,
           typeof p.score === "number" ? el("span", { class: "muted small", text: fmt.num(p.score, 2) }) : null),
-        el("div", { class: "badges" }, badge("relevance", p.relevance), badge("support", p.support), utility(p.utility)),
+        verdicts(p),
         p.text ? highlighted(p.text, p.highlights) : el("p", { class: "muted small", text: "(text not recorded)" })));
     });
     return box;
@@ -108,7 +121,7 @@
         el("header", {}, el("span", { class: "muted small", text: from }),
           c.selected ? el("span", { class: "badge selected-badge", text: "✓ selected" }) : null),
         el("p", { class: "cand-text", text: c.text }),
-        el("div", { class: "badges" }, badge("relevance", c.relevance), badge("support", c.support), utility(c.utility)),
+        verdicts(c),
         typeof c.score === "number"
           ? el("div", { class: "cand-score" }, bar((c.score - lo) / (hi - lo), "score"), el("span", { text: "score " + fmt.num(c.score, 2) }))
           : null));
@@ -142,6 +155,9 @@
   window.SR.renderTrace = function (root, view) {
     window.SR.clear(root);
     if (view.abstained) root.append(el("p", { class: "banner", text: "The method abstained: not enough evidence to answer." }));
+    if (view.without_documents) {
+      root.append(el("p", { class: "banner without-documents", text: "Answered without your documents: " + view.without_documents + "." }));
+    }
     root.append(decision(view.decision), passages(view.passages), candidates(view.candidates), timeline(view.timeline));
   };
 })();

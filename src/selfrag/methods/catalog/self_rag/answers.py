@@ -7,6 +7,7 @@ from typing import Any
 
 from ....llm.base import chat
 from ....prompts import load_prompt, render
+from ....reflection.judged import judged_value
 from ....reflection.parse import RELEVANT
 from ....types import Candidate, Document, Question
 from ...core.answer_format import answer_system
@@ -15,6 +16,7 @@ from ...core.text import clean_answer
 from ...core.trace import Run
 from ...steps.candidates import candidate_row
 from ...steps.decision import Calibration, RetrievalMode, decide_retrieval
+from ...steps.look_first import look_first
 from .config import SelfRAGConfig
 from .modes import Mode
 
@@ -25,6 +27,10 @@ async def decide(config: SelfRAGConfig, mode: Mode, prompt: str, calibration: Ca
                  run: Run) -> bool:
     """Whether to retrieve: asked (``adaptive``), or as configured (no call)."""
     setting = config.retrieval_mode
+    if setting == RetrievalMode.LOOK_FIRST and not run.own_evidence and run.retriever is not None:
+        return (await look_first(run, question, config.top_k, mode.short_tokens)).needed
+    if setting == RetrievalMode.LOOK_FIRST:  # nothing to look at first: the question-only decision
+        setting = RetrievalMode.ADAPTIVE
     if setting == RetrievalMode.ADAPTIVE and run.own_evidence and config.retrieve_own_evidence:
         run.note(
             "retrieval_decision",
@@ -76,8 +82,8 @@ def details(config: SelfRAGConfig, retrieval_needed: bool, retrieved: int, candi
     context = [docs[i - 1].text for i in indices if docs and i <= len(docs)]
     return {
         "critique": config.critique,
-        "support": best.support if best else None,
-        "utility": best.utility if best else None,
+        "support": judged_value(best, "support") if best else None,  # None: not judged
+        "utility": judged_value(best, "utility") if best else None,
         "context_used": context or ([best.passage.text] if best and best.passage else []),
         "retrieval_needed": retrieval_needed,
         "total_docs_retrieved": retrieved,

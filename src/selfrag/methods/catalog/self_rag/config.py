@@ -34,9 +34,11 @@ class SelfRAGConfig(JointFirstConfig):
     prompt_path: str | None = None
     # Token cap for the short verdict calls (decision, relevance, support, utility).
     critic_max_tokens: int = Field(32, ge=1)
-    # adaptive: the model decides (one call); always / never: skip that call and
-    # retrieve for every question / for none (the paper's forced-retrieval settings).
-    retrieval_mode: RetrievalMode = RetrievalMode.ADAPTIVE
+    # look_first: with documents, retrieve first and decide from what was found (no call when the best
+    # passage covers the question, steps/look_first.py); adaptive: the model decides from the question
+    # alone (one call, the paper's); always / never: skip that call and retrieve for every question /
+    # for none (the paper's forced-retrieval settings).
+    retrieval_mode: RetrievalMode = RetrievalMode.LOOK_FIRST
     # Adaptive decision on a backend with log-probabilities: retrieve when P(yes) >= this;
     # "auto": measured once per backend on written anchor questions (steps/decision.py).
     retrieval_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["auto"] = DEFAULT_THRESHOLD
