@@ -25,6 +25,7 @@ from ..types import Document
 from .chunking import ChunkSettings, chunk_file
 from .folder import SkippedEntries, folder_files
 from .formats import JSONL_SUFFIXES, format_for, known_suffix
+from .jsonl import not_utf8, read_documents
 from .sections import Unreadable
 
 
@@ -47,11 +48,6 @@ class Collection:
     @property
     def documents(self) -> list[Document]:
         return [d for f in self.files for d in f.documents]
-
-
-def not_utf8(path: Path, exc: UnicodeDecodeError, where: str = "") -> DataError:
-    byte = exc.object[exc.start : exc.start + 1].hex() if isinstance(exc.object, bytes | bytearray) else "?"
-    return DataError(f"{path}{where}: not UTF-8 text (byte 0x{byte}); save it as UTF-8 or remove it")
 
 
 def _sha256(data: bytes) -> str:
@@ -86,8 +82,6 @@ def read_file(path: Path, rel: PurePosixPath, data: bytes, chunks: ChunkSettings
 
 
 def _jsonl(path: Path, rel: PurePosixPath, in_folder: bool) -> list[Document]:
-    from ..retrieval.store import read_documents
-
     docs = read_documents(path)
     if not in_folder:
         return docs
