@@ -30,7 +30,7 @@ def options_of(name: str) -> dict[str, str]:
 
 
 def test_every_answering_command_takes_the_common_options():
-    assert set(COMMAND_OPTIONS) == {"ask", "demo", "run", "serve"}
+    assert set(COMMAND_OPTIONS) == {"ask", "chat", "demo", "run", "serve"}
     for command, names in COMMAND_OPTIONS.items():
         assert set(COMMON) <= set(names)
         flags = options_of(command)
@@ -47,7 +47,7 @@ def test_a_shared_option_means_the_same_everywhere():
     for flag in ("--method", "--llm", "--set", "--no-cache", "--top-k", "--retriever", "--index", "--config"):
         assert len(helps[flag]) == 1, (flag, helps[flag])
     # --trace and --json say what they print for each command; --cache names each command's default.
-    assert len(helps["--trace"]) == 4
+    assert len(helps["--trace"]) == 5
 
 
 @pytest.mark.parametrize(("argv", "usage"), [

@@ -61,6 +61,8 @@ def test_combined_json_reports_one_plus_two_n_calls(tmp_path, docs_dir, capsys):
         "self_rag.joint_candidate=false",
         "--set",
         "self_rag.confidence=off",
+        "--set",
+        "self_rag.retrieval_mode=adaptive",  # the seed's decision call
         "--json",
     )
     assert code == 0, err
@@ -125,6 +127,8 @@ def test_separate_json_reports_one_plus_four_k_calls(tmp_path, docs_dir, capsys)
         "self_rag.joint_candidate=false",
         "--set",
         "self_rag.confidence=off",
+        "--set",
+        "self_rag.retrieval_mode=adaptive",  # the seed's decision call
         "--json",
     )
     assert code == 0, err

@@ -96,9 +96,10 @@ def test_demo_compare_ends_with_a_line_against_vanilla_rag(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     last = out.strip().splitlines()[-1]
-    # the decision, the joint's answer, and the calls the packaged confidence rule reads
+    # the joint's answer and the calls the packaged confidence rule reads; the decision reads the
+    # retrieved passages (look_first), which cover these questions: no call
     rule = ConfidenceModel.load().features
-    calls = 2 + ("p_true" in rule) + 2 * ("lift" in rule)
+    calls = 1 + ("p_true" in rule) + 2 * ("lift" in rule)
     assert last.startswith(f"compare on the same 3 questions: self_rag 3/3 match, {calls} LLM calls per question")
     assert "vanilla_rag 3/3 match, 1 LLM call per question" in last and "the same answer on 3 of 3" in last
     code = main(["demo", "--limit", "1", "--llm", demo_script(tmp_path), "--compare", "--json"])
@@ -113,7 +114,8 @@ def test_demo_trace_shows_every_step(tmp_path, capsys):
     code = main(["demo", "--limit", "1", "--llm", demo_script(tmp_path), "--trace"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert "every step:" in out and "[1] retrieval_decision" in out and "select_best" in out
+    assert "every step:" in out and "[1] retrieve" in out and "[2] retrieval_decision" in out
+    assert "select_best" in out
 
 
 @pytest.mark.model

@@ -81,7 +81,8 @@ async def test_vanilla_rag_behind_the_stage_reads_the_passages_self_rag_s_joint_
     s = await build_method(self_rag_cfg, llm).answer(question)
     joint = next(st for st in s.reasoning_chain if st.action == "generate" and "passage_ids" in st.details)
     assert read.details["passages_in_context"] == joint.details["passage_ids"]
-    assert [d.id for d in v.citations] == joint.details["passage_ids"]
+    assert [d.id for d in v.read] == joint.details["passage_ids"]
+    assert [d.id for d in s.read] == joint.details["passage_ids"]
 
 
 def test_the_stage_wraps_per_question_retrievers_only_when_configured():

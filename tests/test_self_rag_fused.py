@@ -143,7 +143,8 @@ async def test_critical_path_in_call_latencies(mode, latencies, static_retriever
     llm = DelayedBackend(ScriptedBackend(script), 0.05)
     method = create_method(
         "self_rag", llm, retriever,
-        {"self_rag": {"joint_candidate": False, "confidence": "off", "critique": mode, "num_candidates": 5}},
+        {"self_rag": {"joint_candidate": False, "confidence": "off", "critique": mode, "num_candidates": 5,
+                      "retrieval_mode": "adaptive"}},  # the seed's decision call first
     )
     response = await method.answer(QUESTION)
     assert response.num_llm_calls == llm.calls == (1 + 5 if mode == "fused" else 1 + 2 * 5)

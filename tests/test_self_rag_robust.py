@@ -202,7 +202,8 @@ async def test_a_self_labelled_challenger_does_not_overturn_the_joint_candidate(
     assert response.candidates[1].support == "fully supported"  # the challenger's own label
     select = next(s for s in response.reasoning_chain if s.action == "select_best")
     assert select.thought.startswith("The joint candidate when it has an answer")
-    assert [d.text for d in response.citations] == [DOC_DIRECTOR, DOC_BIRTH, DOC_OTHER]  # the joint's passages
+    assert [d.text for d in response.read] == [DOC_DIRECTOR, DOC_BIRTH, DOC_OTHER]  # the joint's passages
+    assert [d.text for d in response.citations] == [DOC_BIRTH]  # the one holding its answer
 
 
 async def test_selection_critique_lets_a_better_scored_candidate_beat_the_joint_candidate(two_hop_retriever):
@@ -295,7 +296,8 @@ async def test_an_always_no_model_is_read_from_p_yes_against_a_calibrated_thresh
     script |= {"Answer the question using": "South Shields\n[IsRel] relevant\n[IsSup] fully supported",
                "Rating": "5", "Question: What is 2 plus 2?": "4"}
     llm = ScriptedBackend(script)
-    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"joint_candidate": False}})
+    method = create_method("self_rag", llm, two_hop_retriever,
+                           {"self_rag": {"joint_candidate": False, "retrieval_mode": "adaptive"}})
 
     response = await method.answer(TWO_HOP)
     assert response.retrieval_needed is True
@@ -323,7 +325,7 @@ async def test_anchors_that_do_not_separate_hand_the_decision_to_the_lexical_rul
     script |= {"Answer the question using": "South Shields\n[IsRel] relevant\n[IsSup] fully supported",
                "Rating": "5", "Question: What is 2 plus 2?": "4"}
     method = create_method("self_rag", ScriptedBackend(script), two_hop_retriever,
-                           {"self_rag": {"joint_candidate": False}})
+                           {"self_rag": {"joint_candidate": False, "retrieval_mode": "adaptive"}})
     response = await method.answer(TWO_HOP)
     calibrated = [s for s in response.reasoning_chain if s.action == "calibrate_decision"][-1]
     assert "do not separate" in calibrated.observation

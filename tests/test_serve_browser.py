@@ -74,7 +74,8 @@ def scripted_app():
     }
     cfg = load_config(None, base={
         "architecture": {"name": "self_rag"}, "cache": {"enabled": False}, "retrieval": {"top_k": 3},
-        "self_rag": {"num_candidates": 3, "joint_candidate": False, "retrieval_threshold": 0.5},
+        "self_rag": {"num_candidates": 3, "joint_candidate": False, "retrieval_threshold": 0.5,
+                     "retrieval_mode": "adaptive"},  # the question-only P(yes) decision, drawn as a gauge
     })
     retriever = create_retriever("bm25", list(docs.values()))
     answerer = Answerer(cfg, Timed(ScriptedBackend(script, model="scripted-demo")), retriever, timeout_s=30)
@@ -111,7 +112,7 @@ def test_the_page_answers_and_draws_the_trace(browser, tmp_path):
         browser.find_element(By.ID, "ask").click()
         wait.until(lambda d: d.find_element(By.ID, "answer-card").get_attribute("data-state") in ("done", "error"))
 
-        assert browser.find_element(By.ID, "answer").text == ANSWER
+        assert browser.find_element(By.ID, "answer").text == ANSWER + " [1]"  # the marker of the passage that supports it
         # The decision: P(yes) drawn against the 0.5 threshold.
         gauge = browser.find_element(By.CSS_SELECTOR, ".decision[data-kind='probability'] .gauge")
         assert gauge.find_element(By.CSS_SELECTOR, ".gauge-mark").get_attribute("style") == "left: 50%;"

@@ -42,8 +42,10 @@ SCRIPT: dict[str, Any] = {
     "Answer: Berlin": "4",
     QUESTION: "Paris",
 }
-# Seed 000's pipeline and budget (1 + 2n calls): no joint candidate, no confidence reading.
-SELF_RAG = {"retrieval": {"top_k": 2}, "self_rag": {"num_candidates": 2, "joint_candidate": False, "confidence": "off"}}
+# Seed 000's pipeline and budget (1 + 2n calls): the question-only decision call, no joint candidate,
+# no confidence reading.
+SELF_RAG = {"retrieval": {"top_k": 2}, "self_rag": {"num_candidates": 2, "joint_candidate": False, "confidence": "off",
+                                                  "retrieval_mode": "adaptive"}}
 LOCAL = ("127.0.0.1", 50000)
 
 
