@@ -78,6 +78,29 @@ def _page_lines(page) -> list[tuple[str, float]]:
     return lines
 
 
+class _Sections:
+    """Sections as a reader meets them: paragraphs gather under the last heading until the next one."""
+
+    def __init__(self) -> None:
+        self.sections: list[Section] = []
+        self.heading: str | None = None
+        self.paragraphs: list[str] = []
+
+    def close(self) -> None:
+        body = "\n\n".join(self.paragraphs).strip()
+        if body:
+            self.sections.append(Section(self.heading, body))
+        self.paragraphs.clear()
+
+    def start(self, heading: str) -> None:
+        self.close()
+        self.heading = heading
+
+    def done(self) -> list[Section]:
+        self.close()
+        return self.sections
+
+
 def _lines_to_sections(lines: list[tuple[str, float]]) -> list[Section]:
     if not lines:
         raise Unreadable("no text layer (a scanned PDF?); convert it with OCR first")
@@ -85,27 +108,18 @@ def _lines_to_sections(lines: list[tuple[str, float]]) -> list[Section]:
     for text, size in lines:
         weights[round(size, 1)] += len(text)
     body_size = weights.most_common(1)[0][0]
-    sections: list[Section] = []
-    heading: str | None = None
-    paragraphs: list[str] = []
-
-    def close() -> None:
-        body = "\n\n".join(paragraphs).strip()
-        if body:
-            sections.append(Section(heading, body))
-        paragraphs.clear()
+    out = _Sections()
+    paragraphs = out.paragraphs
 
     for text, size in lines:
         if body_size and size >= body_size * HEADING_RATIO and len(text) <= MAX_HEADING_CHARS:
-            close()
-            heading = clean_heading(text)
+            out.start(clean_heading(text))
             continue
         if paragraphs and not paragraphs[-1].endswith((".", "!", "?", ":")):
             paragraphs[-1] += " " + text  # a wrapped line continues its paragraph
         else:
             paragraphs.append(text)
-    close()
-    return sections
+    return out.done()
 
 
 def docx_sections(data: bytes) -> list[Section]:
@@ -114,15 +128,8 @@ def docx_sections(data: bytes) -> list[Section]:
         document = docx.Document(io.BytesIO(data))
     except Exception as exc:  # noqa: BLE001 - python-docx raises zipfile, KeyError, lxml errors
         raise Unreadable(f"not a readable Word document ({type(exc).__name__})") from None
-    sections: list[Section] = []
-    heading: str | None = None
-    paragraphs: list[str] = []
-
-    def close() -> None:
-        body = "\n\n".join(paragraphs).strip()
-        if body:
-            sections.append(Section(heading, body))
-        paragraphs.clear()
+    out = _Sections()
+    paragraphs = out.paragraphs
 
     blocks = document.iter_inner_content() if hasattr(document, "iter_inner_content") else document.paragraphs
     for block in blocks:
@@ -137,9 +144,7 @@ def docx_sections(data: bytes) -> list[Section]:
             continue
         style = (block.style.name if block.style is not None else "") or ""
         if style.lower().startswith(("heading", "title")):
-            close()
-            heading = clean_heading(text)
+            out.start(clean_heading(text))
         else:
             paragraphs.append(text)
-    close()
-    return sections
+    return out.done()
