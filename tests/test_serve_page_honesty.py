@@ -71,3 +71,24 @@ def test_an_answer_without_documents_says_so_on_the_page(browser):  # noqa: F811
         assert banner.text == ("Answered without your documents: none of the documents shares a word with the "
                                "question.")
         assert browser.find_element(By.ID, "answer").text == "13"
+
+
+def unsure_app():
+    """self_rag whose P(True) reading says its answer is probably false: a low confidence."""
+    script = {"Is your answer above correct": {"text": "False", "top_logprobs": {"True": -2.3, "False": -0.1}},
+              **SCRIPT}
+    cfg = load_config(None, base={
+        "architecture": {"name": "self_rag"}, "cache": {"enabled": False}, "retrieval": {"top_k": 2},
+        "self_rag": {"num_candidates": 2, "joint_candidate": False, "confidence": "p_true"},
+    })
+    answerer = Answerer(cfg, ScriptedBackend(script), create_retriever("bm25", NOTES), timeout_s=30)
+    return create_app(ServeSettings(), answerer)
+
+
+@pytest.mark.server
+def test_a_low_confidence_is_said_in_words_on_the_page(browser):  # noqa: F811
+    with BackgroundServer(unsure_app()) as server:
+        By = ask(browser, server.url, "At what temperature do I brew espresso?")
+        banner = browser.find_element(By.ID, "confidence")
+        assert "low" in banner.get_attribute("class").split()
+        assert banner.text.startswith("Low confidence: the passages may not support this answer; confidence 0.1")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from ..methods.steps.confidence import LOW, LOW_CONFIDENCE_NOTE
+from ..methods.steps.confidence import confidence_words
 from ..reflection.citing import with_markers
 from ..reflection.judged import NOT_JUDGED, VERDICTS, not_judged
 from ..types import RAGResponse, ReasoningStep
@@ -64,9 +64,7 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 def confidence_line(value: float) -> str:
     """How sure the answer is, in words: a low value says so plainly."""
-    if value < LOW:
-        return f"({LOW_CONFIDENCE_NOTE}; confidence {value:.2f})"
-    return f"(confidence {value:.2f})"
+    return f"({confidence_words(value)})"
 
 
 def without_documents_line(response: RAGResponse) -> str | None:

@@ -126,6 +126,7 @@ def prediction_record(
         "citations": [{"id": d.id, "title": d.title} for d in response.citations],
         "read": [{"id": d.id, "title": d.title} for d in response.read],
         "abstained": response.abstained,
+        "confidence": response.confidence,  # how it was read: details.confidence
         "reasoning_chain": steps_json(response.reasoning_chain),
         "candidates": candidates_json(response.candidates),
         "details": to_jsonable(response.details),

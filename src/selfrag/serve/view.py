@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..methods.steps.confidence import LOW, confidence_words
 from ..reflection.judged import VERDICTS, not_judged_names
 
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")
@@ -199,6 +200,7 @@ def trace_view(record: Mapping[str, Any], documents: Mapping[str, str] | None = 
             "cited": is_cited,
             "highlights": highlight_spans(answer, text, min_shared) if is_cited and text else [],
         })
+    confidence = _confidence(record)
     why = record.get("without_documents")
     if why is None and isinstance(record.get("details"), Mapping):
         why = record["details"].get("without_documents")
@@ -208,12 +210,27 @@ def trace_view(record: Mapping[str, Any], documents: Mapping[str, str] | None = 
         # Why the answer used no document (None: it used some, or the record does not say).
         "without_documents": why if isinstance(why, str) and why else None,
         "citations_known": cited is not None,
+        # How sure the answer is (None: not read, or the method abstained), and in words.
+        "confidence": confidence,
+        "confidence_words": None if confidence is None else confidence_words(confidence),
+        "confidence_low": confidence is not None and confidence < LOW,
         "decision": decision(record),
         "passages": passages,
         "candidates": [_candidate(c, i == chosen) for i, c in enumerate(candidates)],
         "selected": chosen,
         "timeline": [_timeline_step(s) for s in _steps(record)],
     }
+
+
+def _confidence(record: Mapping[str, Any]) -> float | None:
+    """The answer's confidence: the response's field, or a run record's reading in its details."""
+    if record.get("abstained"):
+        return None
+    value = record.get("confidence")
+    if value is None and isinstance(record.get("details"), Mapping):
+        reading = record["details"].get("confidence")
+        value = reading.get("confidence") if isinstance(reading, Mapping) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _candidate(c: Mapping[str, Any], selected: bool) -> dict[str, Any]:

@@ -41,6 +41,13 @@ LOW = 0.5
 LOW_CONFIDENCE_NOTE = "low confidence: the passages may not support this answer"
 
 
+def confidence_words(value: float) -> str:
+    """How sure an answer is, in the words every surface shows: a low value says so plainly."""
+    if value < LOW:
+        return f"{LOW_CONFIDENCE_NOTE}; confidence {value:.2f}"
+    return f"confidence {value:.2f}"
+
+
 class ConfidenceReading(StrEnum):
     OFF = "off"
     SEQUENCE = "sequence"

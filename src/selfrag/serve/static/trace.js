@@ -158,6 +158,11 @@
     if (view.without_documents) {
       root.append(el("p", { class: "banner without-documents", text: "Answered without your documents: " + view.without_documents + "." }));
     }
+    if (view.confidence_words) {
+      // How sure the answer is; a low value is said plainly, never only coloured.
+      root.append(el("p", { class: "banner confidence" + (view.confidence_low ? " low" : ""), id: "confidence",
+        text: view.confidence_words.charAt(0).toUpperCase() + view.confidence_words.slice(1) + "." }));
+    }
     root.append(decision(view.decision), passages(view.passages), candidates(view.candidates), timeline(view.timeline));
   };
 })();
