@@ -194,6 +194,15 @@ async def test_self_rag_reads_the_joint_s_confidence_and_every_call_feeds_the_an
     assert response.details["confidence"]["reading"] == "reflection"
 
 
+async def test_the_default_self_rag_makes_only_the_calls_its_answer_and_packaged_rule_read():
+    llm = ScriptedBackend(joint_script())
+    response = await create_method("self_rag", llm, TwoDocs(), {"self_rag": {"retrieval_mode": "always"}}).answer(Q)
+    rule = ConfidenceModel.load().features
+    expected = ["generate"] + ["confidence_p_true"] * ("p_true" in rule) + ["confidence_likelihood"] * (2 * ("lift" in rule))
+    assert [s.action for s in response.reasoning_chain if s.llm_calls] == expected
+    assert response.num_llm_calls == len(expected) and response.confidence is not None
+
+
 async def test_self_rag_abstains_below_a_confidence_threshold(tmp_path):
     cfg = {"self_rag": {"retrieval_mode": "always", "abstain_below_confidence": 0.9,
                         "confidence_model": model_file(tmp_path, p_true=4.0)}}
