@@ -54,7 +54,7 @@ VARIANT_LIST = [
     Variant("vanilla_rag", "vanilla_rag.yaml", note="retrieve top 5, answer once"),
     Variant("vanilla_rag_evidence", "vanilla_rag_evidence.yaml",
             note="the evidence-ranked top 5 of 10, the passages the Self-RAG joint reads; answer once"),
-    Variant("self_rag", "self_rag.yaml", note="critique combined, adaptive retrieval"),
+    Variant("self_rag", "self_rag.yaml", note="the defaults: the joint answer over the evidence-ranked passages, candidates only when it is empty, a confidence"),
     Variant("self_rag_fused", "self_rag_fused.yaml", note="one call answers and critiques"),
     Variant("self_rag_separate", "self_rag_separate.yaml", note="JSON critics"),
     Variant("self_rag_critic", "self_rag_critic.yaml",
