@@ -134,6 +134,22 @@ def model_report(model: str) -> dict[str, Any] | None:
     return out
 
 
+def bootstrap_truth_diff(scores: list[float], right: list[bool], threshold: float, base_scores: list[float],
+                         base_right: list[bool], seed: int = 0) -> tuple[float, float]:
+    """95% interval of (truthfulness abstaining below ``threshold``) minus (the baseline answering as many
+    of its highest scores), the questions resampled with replacement."""
+    rng = random.Random(seed)
+    n, diffs = len(right), []
+    for _ in range(RESAMPLES):
+        idx = [rng.randrange(n) for _ in range(n)]
+        mine = [scores[i] for i in idx]
+        answered = sum(v >= threshold for v in mine)
+        diffs.append(truthfulness(mine, [right[i] for i in idx], threshold)[1]
+                     - keep_top([base_scores[i] for i in idx], [base_right[i] for i in idx], answered))
+    diffs.sort()
+    return diffs[int(0.025 * len(diffs))], diffs[int(0.975 * len(diffs)) - 1]
+
+
 def mix_report(model: str, rule: Any, dev: list) -> dict[str, Any] | None:
     mine = rows_by_id(records(model, MIX, METHOD))
     theirs = rows_by_id(records(model, MIX, BASELINE))
@@ -150,7 +166,8 @@ def mix_report(model: str, rule: Any, dev: list) -> dict[str, Any] | None:
     return {"n": len(mix_ids), "threshold": threshold, "coverage": coverage, "truthfulness": truth,
             "answer_all": sum(1 if r else -1 for r in right) / len(right),
             "baseline_truthfulness_same_coverage": keep_top(base_seq, base_right, answered),
-            "baseline_answer_all": sum(1 if r else -1 for r in base_right) / len(base_right)}
+            "baseline_answer_all": sum(1 if r else -1 for r in base_right) / len(base_right),
+            "difference_interval": bootstrap_truth_diff(scores, right, threshold, base_seq, base_right)}
 
 
 def _f(value: Any, spec: str = ".3f") -> str:
@@ -192,7 +209,8 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
                       f"truthfulness {mix['truthfulness']:+.3f} (answering all: {mix['answer_all']:+.3f}); "
                       f"`{BASELINE}` abstaining by its sequence probability on as many questions: "
                       f"{mix['baseline_truthfulness_same_coverage']:+.3f} (answering all: "
-                      f"{mix['baseline_answer_all']:+.3f}).", ""]
+                      f"{mix['baseline_answer_all']:+.3f}); the difference's paired bootstrap 95% interval "
+                      f"[{mix['difference_interval'][0]:+.3f}, {mix['difference_interval'][1]:+.3f}].", ""]
     return "\n".join(lines) + "\n"
 
 
