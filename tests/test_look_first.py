@@ -19,6 +19,8 @@ from selfrag.serve.openai_format import completion
 from selfrag.serve.payload import answer_payload
 from selfrag.types import Document
 
+from .helpers.documents import write_folder
+
 NOTES = {
     "cold_brew.md": "# Cold brew\n\nCold brew concentrate keeps for up to two weeks in the fridge.\n",
     "espresso.md": "# Espresso\n\nBrew espresso with water at 93 degrees.\n",
@@ -29,11 +31,7 @@ COLD_BREW = "how long does cold brew keep in the fridge?"
 
 @pytest.fixture
 def notes(tmp_path) -> Path:
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    for name, text in NOTES.items():
-        (folder / name).write_text(text)
-    return folder
+    return write_folder(tmp_path / "notes", NOTES)
 
 
 def retriever(notes: Path) -> BM25Retriever:

@@ -10,6 +10,8 @@ import pytest
 
 from selfrag.cli.main import main
 
+from .helpers.documents import write_folder
+
 NOTES = {
     "espresso.md": "# Espresso\n\nBrew espresso with water at 92 to 94 degrees Celsius for 25 to 30 seconds.\n",
     "cold_brew.md": "# Cold brew\n\nCold brew concentrate keeps for up to two weeks in the fridge.\n",
@@ -23,11 +25,7 @@ NOTES = {
 
 @pytest.fixture
 def notes(tmp_path) -> Path:
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    for name, text in NOTES.items():
-        (folder / name).write_text(text)
-    return folder
+    return write_folder(tmp_path / "notes", NOTES)
 
 
 def ask(capsys, notes: Path, question: str, *extra: str) -> tuple[str, str]:

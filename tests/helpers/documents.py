@@ -146,3 +146,11 @@ def write_markdown(path: Path, sections: Sections, *, title: str | None = None) 
         parts.extend(p + "\n" for p in paragraphs)
     path.write_text("\n".join(parts), encoding="utf-8")
     return path
+
+
+def write_folder(folder: Path, files: dict[str, str]) -> Path:
+    """A folder of text files, ``name -> text``; the folder is made."""
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder

@@ -90,7 +90,22 @@ def check_fusion(fusion: str, rrf_k: int, bm25_weight: float, dense_weight: floa
 # -- the retriever ----------------------------------------------------------------
 
 
-class HybridRetriever:
+class FusionSettings:
+    """How a retriever fuses its BM25 and dense rankings, a query-time choice (a saved index can be
+    fused either way): ``configure`` checks the settings and sets them."""
+
+    fusion: str
+    rrf_k: int
+    bm25_weight: float
+    dense_weight: float
+
+    def configure(self, *, fusion: str, rrf_k: int, bm25_weight: float, dense_weight: float) -> None:
+        check_fusion(fusion, rrf_k, bm25_weight, dense_weight)
+        self.fusion, self.rrf_k = fusion, int(rrf_k)
+        self.bm25_weight, self.dense_weight = float(bm25_weight), float(dense_weight)
+
+
+class HybridRetriever(FusionSettings):
     """BM25 and dense retrieval over the same documents, fused."""
 
     name = "hybrid"
@@ -122,12 +137,6 @@ class HybridRetriever:
         )
         if documents is not None:
             self.index(documents)
-
-    def configure(self, *, fusion: str, rrf_k: int, bm25_weight: float, dense_weight: float) -> None:
-        """Set the fusion (a query-time choice: a saved index can be fused either way)."""
-        check_fusion(fusion, rrf_k, bm25_weight, dense_weight)
-        self.fusion, self.rrf_k = fusion, int(rrf_k)
-        self.bm25_weight, self.dense_weight = float(bm25_weight), float(dense_weight)
 
     @property
     def embedding_model(self) -> str:

@@ -46,7 +46,7 @@ from .base import RetrieverKind
 from .dense import document_text
 from .embedding_cache import EmbeddingCache, encode_documents, resolve_cache
 from .encoders import DEFAULT_MODEL, Encoder, canonical_model_name, get_encoder
-from .hybrid import check_fusion
+from .hybrid import FusionSettings
 from .persist import read_index_json
 
 SEARCHES = ("dense", "hybrid")
@@ -59,7 +59,7 @@ BATCH = 512  # documents embedded and inserted per batch
 DB_DIR = "milvus.db"
 
 
-class MilvusRetriever:
+class MilvusRetriever(FusionSettings):
     """Retrieval from a Milvus collection (see the module docstring)."""
 
     name = "milvus"
@@ -117,12 +117,6 @@ class MilvusRetriever:
             self.uri, self.inside = "", True  # a temporary database, made when first needed
         if documents is not None:
             self.index(documents)
-
-    def configure(self, *, fusion: str, rrf_k: int, bm25_weight: float, dense_weight: float) -> None:
-        """Set the hybrid fusion (a query-time choice)."""
-        check_fusion(fusion, rrf_k, bm25_weight, dense_weight)
-        self.fusion, self.rrf_k = fusion, int(rrf_k)
-        self.bm25_weight, self.dense_weight = float(bm25_weight), float(dense_weight)
 
     # -- connection ---------------------------------------------------------------
     @property

@@ -1,9 +1,9 @@
 """An access log for ``selfrag serve``: one line per request on stderr (an ASGI middleware).
 
-Each line holds the time, the method, the path, the status and the latency
-(until the response's last byte, so a streamed answer counts whole)::
-
-    selfrag: 2025-06-01T12:00:00Z "POST /v1/chat/completions" 200 1843.2 ms
+Each line holds the UTC time (ISO 8601, to the second, ``Z``), the method and
+path in quotes, the status and the latency in milliseconds (until the
+response's last byte, so a streamed answer counts whole), for example
+``selfrag: <time> "POST /v1/chat/completions" 200 1843.2 ms``.
 
 Never logged: the query string (it may carry a key or a question), any
 header (Authorization above all), the body and the client's address. Control
