@@ -2,6 +2,7 @@
 
     python -m lab.confidence                       # every model with runs on disk
     python -m lab.confidence --fit-out PATH         # also write the development fit of the first model
+    python -m lab.confidence --method self_rag_drafts  # another self_rag variant's runs
 
 For each model it reads the ``self_rag`` and ``vanilla_rag_evidence`` runs of
 ``lab/results/runs/quality/<model>/`` and:
@@ -36,6 +37,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from lab.confidence_drafts import drafts_report, render_drafts
 from lab.machine import machine
 from lab.quality_kept import predictions
 from lab.quality_stats import read_predictions
@@ -100,9 +102,9 @@ def keep_top(scores: list[float], right: list[bool], answered: int) -> float:
     return sum(1 if right[i] else -1 for i in order) / len(right)
 
 
-def model_report(model: str) -> dict[str, Any] | None:
-    dev = confidence_rows(records(model, DEV, METHOD))
-    test = rows_by_id(records(model, TEST, METHOD))
+def model_report(model: str, method: str = METHOD) -> dict[str, Any] | None:
+    dev = confidence_rows(records(model, DEV, method))
+    test = rows_by_id(records(model, TEST, method))
     base = rows_by_id(records(model, TEST, BASELINE))
     if len(dev) < 10 or not test:
         return None
@@ -113,7 +115,7 @@ def model_report(model: str) -> dict[str, Any] | None:
     conf = [rule.score(test[q][0]) for q in ids]
     seq_base = [base[q][0].seq for q in ids]
     p_true = [test[q][0].p_true if test[q][0].p_true is not None else 0.5 for q in ids]
-    out: dict[str, Any] = {"model": model, "n_dev": len(dev), "n_test": len(ids), "right_test": sum(right),
+    out: dict[str, Any] = {"model": model, "method": method, "n_dev": len(dev), "n_test": len(ids), "right_test": sum(right),
                            "rule": rule.as_dict()}
     out["auroc"] = {"confidence": auroc(conf, right), "sequence (vanilla_rag_evidence)": auroc(seq_base, right),
                     "p_true": auroc(p_true, right),
@@ -130,7 +132,9 @@ def model_report(model: str) -> dict[str, Any] | None:
         curve = risk_coverage(scores, [float(r) for r in right])
         out["coverage"][name] = {"area": area_under(curve), "at_50": quality_at(curve, 0.5),
                                  "at_80": quality_at(curve, 0.8), "curve": curve}
-    out["abstention"] = mix_report(model, rule, dev)
+    out["abstention"] = mix_report(model, rule, dev, method)
+    out["drafts"] = {"development": drafts_report(records(model, DEV, method)),
+                     "test": drafts_report(records(model, TEST, method))}
     return out
 
 
@@ -150,8 +154,8 @@ def bootstrap_truth_diff(scores: list[float], right: list[bool], threshold: floa
     return diffs[int(0.025 * len(diffs))], diffs[int(0.975 * len(diffs)) - 1]
 
 
-def mix_report(model: str, rule: Any, dev: list) -> dict[str, Any] | None:
-    mine = rows_by_id(records(model, MIX, METHOD))
+def mix_report(model: str, rule: Any, dev: list, method: str = METHOD) -> dict[str, Any] | None:
+    mine = rows_by_id(records(model, MIX, method))
     theirs = rows_by_id(records(model, MIX, BASELINE))
     mix_ids = [q for q in mine if q in theirs and theirs[q][0].seq is not None]
     if not mix_ids:
@@ -181,7 +185,7 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
              f"The shipped rule was fitted on HotpotQA 0-99 (`{DEV}`); everything below is measured on 200-299 "
              f"(`{TEST}`).", ""]
     for rep in reports:
-        lines += [f"## {rep['model']}", "",
+        lines += [f"## {rep['model']}" + (f" (`{rep['method']}`)" if rep["method"] != METHOD else ""), "",
                   f"Fitted on {rep['n_dev']} development answers; measured on {rep['n_test']} test answers "
                   f"({rep['right_test']} right).", "",
                   "| score | AUROC | risk-coverage area | right at 50% | right at 80% |", "|---|---|---|---|---|"]
@@ -211,6 +215,8 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
                       f"{mix['baseline_truthfulness_same_coverage']:+.3f} (answering all: "
                       f"{mix['baseline_answer_all']:+.3f}); the difference's paired bootstrap 95% interval "
                       f"[{mix['difference_interval'][0]:+.3f}, {mix['difference_interval'][1]:+.3f}].", ""]
+        for label, drafts in rep["drafts"].items():
+            lines += render_drafts(label, drafts)
     return "\n".join(lines) + "\n"
 
 
@@ -236,14 +242,15 @@ def plot(reports: list[dict[str, Any]], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit-out", type=Path, help="write the first model's development refit here")
+    parser.add_argument("--method", default=METHOD, help=f"the runs to read (default {METHOD})")
     args = parser.parse_args(argv)
     models = sorted(p.name for p in RUNS.iterdir() if p.is_dir()) if RUNS.is_dir() else []
-    reports = [r for r in (model_report(m) for m in models) if r is not None]
+    reports = [r for r in (model_report(m, args.method) for m in models) if r is not None]
     if not reports:
         print("confidence: no self_rag runs with confidence on both HotpotQA samples yet")
         return 0
     env = machine()
-    out = HERE / "results" / "confidence"
+    out = HERE / "results" / ("confidence" if args.method == METHOD else f"confidence_{args.method}")
     data = {"environment": env, "reports": reports}
     out.with_suffix(".json").write_text(json.dumps(data, indent=2), encoding="utf-8")
     out.with_suffix(".md").write_text(render(reports, env), encoding="utf-8")

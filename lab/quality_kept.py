@@ -41,7 +41,7 @@ from lab.quality_stats import NO_RELEVANT_DOCUMENTS, read_jsonl
 
 PREDICTIONS = "predictions.jsonl"
 KEPT = "predictions.slim.jsonl.gz"
-KEPT_STEPS = frozenset({"rank_evidence", "retrieval_decision", NO_RELEVANT_DOCUMENTS})
+KEPT_STEPS = frozenset({"rank_evidence", "retrieval_decision", "confidence_draft", NO_RELEVANT_DOCUMENTS})
 RANKED_PASSAGE = ("index", "title", "model", "judged", "prior", "fused", "kept")
 SEARCH_TEXT = frozenset({"query", "reason", "reformulated_query"})
 

@@ -44,6 +44,23 @@ async def test_key_covers_sampling_parameters_and_backend(tmp_path):
     assert cache.misses == 5 and cache.hits == 0
 
 
+async def test_each_numbered_draw_is_its_own_reply_and_the_only_draw_keeps_its_old_key(tmp_path):
+    inner = ScriptedBackend(respond=lambda request: f"draft {request.draw}")
+    llm = CachedBackend(inner, tmp_path / "c.db")
+    texts = [(await llm.generate(user("q"), temperature=0.7, draw=d)).text for d in (1, 2, 1)]
+    assert texts == ["draft 1", "draft 2", "draft 1"]
+    assert llm.cache.misses == 2 and llm.cache.hits == 1
+    # A cache written before draws were numbered still answers the unnumbered request.
+    request = build_request(user("q"))
+    fields = request.as_dict()
+    del fields["draw"]
+    old = __import__("hashlib").sha256(json.dumps({"backend": "x", "request": fields}, sort_keys=True)
+                                       .encode("utf-8")).hexdigest()
+    assert request_key("x", request) == old
+    with pytest.raises(ConfigError, match="draw must be 0 or more"):
+        build_request(user("q"), draw=-1)
+
+
 async def test_concurrent_identical_calls_are_made_once(tmp_path):
     inner = ScriptedBackend({"same": "once"})
     llm = CachedBackend(inner, tmp_path / "c.db")

@@ -13,8 +13,11 @@ import pytest
 from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
+from selfrag.methods.core.context import answer_prompt
 from selfrag.methods.core.trace import Run
 from selfrag.methods.steps.confidence import (
+    DRAFT_SLACK_TOKENS,
+    DRAFTS,
     ConfidenceReading,
     contained,
     read_confidence,
@@ -149,6 +152,37 @@ async def test_reflection_asks_only_for_the_signals_its_model_reads():
     assert sure.value == pytest.approx(sigmoid(-1.0 + 1.0)) and sure.signals.p_true is None
 
 
+async def test_agreement_samples_numbered_drafts_of_the_answer_from_its_own_prompt():
+    model = ConfidenceModel(("agreement",), (0.0,), (1.0,), (1.0,), 0.0, "hand")
+    replies = {1: "South Shields", 2: "Answer: South Shields", 3: "Shields, England", 4: "Newcastle"}
+    llm = ScriptedBackend(respond=lambda request: replies[request.draw])
+    run = Run(llm, None, {"max_tokens": 64})
+    sure = await read_confidence(run, ConfidenceReading.REFLECTION, Q, "South Shields", seq=None, context="ctx",
+                                 docs=DOCS, model=model, drafts=4, draft_temperature=0.5)
+    # token F1 with "South Shields": 1, 1 (the label is cleaned off), 0.5, 0
+    assert sure.signals.agreement == pytest.approx(2.5 / 4) and sure.value == pytest.approx(sigmoid(2.5 / 4))
+    assert [c.draw for c in llm.calls] == [1, 2, 3, 4] and {c.temperature for c in llm.calls} == {0.5}
+    assert all(c.messages == tuple(answer_prompt(Q)(Q.text, "ctx")) for c in llm.calls)
+    assert {c.max_tokens for c in llm.calls} == {llm.count_tokens("South Shields") + DRAFT_SLACK_TOKENS}
+    drafts = [r for r in run.records if r.action == "confidence_draft"]
+    assert len(drafts) == 4 and drafts[-1].details["drafts"] == ["South Shields", "South Shields",
+                                                                  "Shields, England", "Newcastle"]
+
+
+async def test_a_draft_never_runs_past_the_method_s_own_answer_length():
+    model = ConfidenceModel(("agreement",), (0.0,), (1.0,), (1.0,), 0.0, "hand")
+    llm = ScriptedBackend(respond=lambda request: "x")
+    run = Run(llm, None, {"max_tokens": 3})
+    await read_confidence(run, ConfidenceReading.REFLECTION, Q, "South Shields", seq=None, context="c", docs=DOCS,
+                          model=model, drafts=2)
+    assert [c.max_tokens for c in llm.calls] == [3, 3]
+
+
+def test_self_rag_refuses_a_draft_count_it_cannot_use():
+    with pytest.raises(ConfigError, match="confidence_drafts"):
+        create_method("self_rag", ScriptedBackend([]), TwoDocs(), {"self_rag": {"confidence_drafts": 0}})
+
+
 # -- in the methods ---------------------------------------------------------------------
 
 
@@ -198,7 +232,8 @@ async def test_the_default_self_rag_makes_only_the_calls_its_answer_and_packaged
     llm = ScriptedBackend(joint_script())
     response = await create_method("self_rag", llm, TwoDocs(), {"self_rag": {"retrieval_mode": "always"}}).answer(Q)
     rule = ConfidenceModel.load().features
-    expected = ["generate"] + ["confidence_p_true"] * ("p_true" in rule) + ["confidence_likelihood"] * (2 * ("lift" in rule))
+    expected = (["generate"] + ["confidence_p_true"] * ("p_true" in rule) + ["confidence_likelihood"] * (2 * ("lift" in rule))
+                + ["confidence_draft"] * (DRAFTS * ("agreement" in rule)))
     assert [s.action for s in response.reasoning_chain if s.llm_calls] == expected
     assert response.num_llm_calls == len(expected) and response.confidence is not None
 
@@ -258,6 +293,17 @@ def test_confidence_fit_and_report_from_run_directories(tmp_path, capsys):
     # The recorded confidence is 0.5 for all: AUROC 0.5. Right (F1 >= 0.5): q0, q1, q5, whose seq
     # all exceed the wrong ones'; P(True) 0.9, 0.4, 0.7 against 0.8, 0.3, 0.6 wins 6 of 9 pairs.
     assert "AUROC: confidence 0.500, seq 1.000, p_true 0.667" in report
+
+
+def test_a_fit_keeps_only_the_signals_the_runs_read(tmp_path, capsys):
+    """A signal no answer read (here lift and agreement) would cost calls at every answer for a weight
+    fitted on nothing: the default fit leaves it out."""
+    from selfrag.cli.main import main
+
+    run = write_run(tmp_path / "dev", [(-0.1, 0.9, 1.0), (-0.2, 0.4, 1.0), (-1.5, 0.8, 0.0), (-2.0, 0.3, 0.0)])
+    out = tmp_path / "fit.json"
+    assert main(["confidence", "fit", str(run), "--out", str(out)]) == 0
+    assert ConfidenceModel.load(out).features == ("seq", "p_true")
 
 
 def test_fitting_needs_answers_both_right_and_wrong(tmp_path):

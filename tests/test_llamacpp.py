@@ -94,6 +94,26 @@ async def test_an_answer_does_not_depend_on_the_call_before_it(model):
     assert [p.top for p in warm.logprobs] == [p.top for p in cold.logprobs]
 
 
+@pytest.mark.parametrize("model", ["embedded", "bench"])
+async def test_a_sampled_draft_reuses_the_whole_prompt_and_leaves_greedy_answers_as_they_were(model):
+    """A draft at temperature > 0 evaluates only the prompt's last token, and a greedy call after it
+    still gives an empty cache's numbers (the draft's unaligned positions are not reused)."""
+    if model == "bench" and not BENCH_GGUF.is_file():
+        pytest.skip(f"benchmark model not found at {BENCH_GGUF} (set SELFRAG_BENCH_GGUF)")
+    path = None if model == "embedded" else BENCH_GGUF
+    target = [{"role": "user", "content": "You answer in one word. " * 20 + "Passage: Mars is red. Is Mars red?"}]
+    cold = await LlamaCppBackend(path).generate(target, max_tokens=6, top_logprobs=5)
+    llm = LlamaCppBackend(path)
+    greedy = await llm.generate(target, max_tokens=6)
+    assert greedy.evaluated_prompt_tokens == greedy.prompt_tokens
+    draft = await llm.generate(target, max_tokens=6, temperature=0.7, draw=1)
+    assert draft.evaluated_prompt_tokens == 1
+    again = await llm.generate(target, max_tokens=6, top_logprobs=5)
+    assert 1 <= again.evaluated_prompt_tokens <= DEFAULT_N_BATCH
+    assert again.text == cold.text
+    assert [p.top for p in again.logprobs] == [p.top for p in cold.logprobs]
+
+
 async def test_greedy_is_deterministic_and_stop_sequences_cut(embedded_llm):
     one = await embedded_llm.generate(PASSAGE_Q, max_tokens=12)
     two = await embedded_llm.generate(PASSAGE_Q, max_tokens=12)

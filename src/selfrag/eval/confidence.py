@@ -92,6 +92,11 @@ def fit_runs(run_dirs: Sequence[str | Path], out: str | Path, features: Sequence
     right = [r for _, _, r, _ in rows]
     if all(right) or not any(right):
         raise DataError(f"all {len(rows)} answers are {'right' if right[0] else 'wrong'}: a fit needs both")
+    # A signal no record read would cost its calls at every answer for a weight fitted on nothing.
+    read = [f for f in features if any(getattr(s, f) is not None for s, _, _, _ in rows)]
+    if not read:
+        raise DataError(f"no record read any of the signals {', '.join(features)}; run the method with them first")
+    features = read
     models = sorted({str(r.get("model")) for recs in runs.values() for r in recs if r.get("model")})
     names = ", ".join("/".join(Path(d).resolve().parts[-3:]) for d in run_dirs)  # never a whole local path
     source = (f"fitted on {len(rows)} answers ({sum(right)} right) of {', '.join(models) or 'an unnamed model'} "

@@ -57,6 +57,9 @@ class LLMRequest:
     # text is ``forced`` and its logprobs hold each of its tokens' log-probability (needs
     # ``supports_forced``; max_tokens and stop do not apply).
     forced: str | None = None
+    # Which of several samples of the same request this is (0: the only one). A sampled reply
+    # (temperature > 0) drawn again under another number is another reply, also to a cache.
+    draw: int = 0
 
     def prompt_text(self) -> str:
         """All prompt text as one string (for matching and rough token counts)."""
@@ -99,6 +102,7 @@ def build_request(
     top_logprobs: int = 0,
     response_format: str | Mapping[str, Any] | None = None,
     forced: str | None = None,
+    draw: int = 0,
 ) -> LLMRequest:
     messages, raw = normalize_messages(prompt)
     if isinstance(stop, str):
@@ -114,6 +118,8 @@ def build_request(
         raise ConfigError(f"top_logprobs must be between 0 and 20, got {top_logprobs}")
     if forced is not None and not forced.strip():
         raise ConfigError("forced text is empty; give the reply whose tokens should be scored")
+    if draw < 0:
+        raise ConfigError(f"draw must be 0 or more, got {draw}")
     return LLMRequest(
         messages=messages,
         prompt=raw,
@@ -123,6 +129,7 @@ def build_request(
         top_logprobs=int(top_logprobs),
         response_format=response_format,
         forced=forced,
+        draw=int(draw),
     )
 
 
@@ -159,6 +166,7 @@ class LLMBackend(Protocol):
         top_logprobs: int = 0,
         response_format: str | Mapping[str, Any] | None = None,
         forced: str | None = None,
+        draw: int = 0,
     ) -> Generation: ...
 
     def count_tokens(self, text: str) -> int: ...
@@ -193,6 +201,7 @@ class RequestGenerator:
         top_logprobs: int = 0,
         response_format: str | Mapping[str, Any] | None = None,
         forced: str | None = None,
+        draw: int = 0,
     ) -> Generation:
         request = build_request(
             prompt,
@@ -202,6 +211,7 @@ class RequestGenerator:
             top_logprobs=top_logprobs,
             response_format=response_format,
             forced=forced,
+            draw=draw,
         )
         return await self.generate_request(request)
 

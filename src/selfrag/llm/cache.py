@@ -63,7 +63,10 @@ COLUMNS = {"key", "backend", "request", "response", "created"}
 
 
 def request_key(backend_spec: str, request: LLMRequest) -> str:
-    payload = json.dumps({"backend": backend_spec, "request": request.as_dict()}, sort_keys=True)
+    fields = request.as_dict()
+    if not fields["draw"]:
+        del fields["draw"]  # the only draw keeps the key it had before draws were numbered
+    payload = json.dumps({"backend": backend_spec, "request": fields}, sort_keys=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 

@@ -273,7 +273,7 @@ class LlamaCppBackend(BaseBackend):
                 f"{self.spec}: the prompt has {len(prompt_ids)} tokens but the context window is "
                 f"{n_ctx}; lower top_k or max_context_tokens, or raise llm.n_ctx"
             )
-        evaluated = self._eval_prompt(prompt_ids)
+        evaluated = self._eval_prompt(prompt_ids, exact=request.temperature <= 0 or request.forced is not None)
         if request.forced is not None:
             return self._score_forced(request, prompt_ids, evaluated)
         vocab = llm._model.vocab
@@ -320,7 +320,7 @@ class LlamaCppBackend(BaseBackend):
             evaluated_prompt_tokens=evaluated,
         )
 
-    def _eval_prompt(self, prompt_ids: list[int]) -> int:
+    def _eval_prompt(self, prompt_ids: list[int], *, exact: bool = True) -> int:
         """Evaluate the prompt, reusing the KV cache of whole blocks shared with the previous prompt.
 
         llama.cpp's numbers for a position depend on how the prompt was cut
@@ -330,6 +330,10 @@ class LlamaCppBackend(BaseBackend):
         a multiple of it, exactly as from an empty cache: a prompt's answer
         does not depend on which call ran before it (a resumed run answers
         like an uninterrupted one, ``ask`` like ``run``).
+
+        A sampled reply (``exact`` False) is random anyway, so it reuses every
+        shared token; the positions it evaluates from an unaligned start are
+        then not offered to a later exact prompt.
         """
         llm = self._llm
         block = llm.n_batch
@@ -341,7 +345,8 @@ class LlamaCppBackend(BaseBackend):
             shared += 1
         # At least one token must be decoded to get fresh logits for the last position.
         shared = min(shared, len(prompt_ids) - 1)
-        shared -= shared % block
+        if exact:
+            shared -= shared % block
         if shared > 0 and llm._ctx.kv_cache_seq_rm(-1, shared, -1):
             llm.n_tokens = shared
         else:
@@ -350,7 +355,7 @@ class LlamaCppBackend(BaseBackend):
         todo = prompt_ids[shared:]
         self._prompt_tokens_cached = 0  # unknown until the evaluation succeeds
         llm.eval(todo)
-        self._prompt_tokens_cached = len(prompt_ids)
+        self._prompt_tokens_cached = len(prompt_ids) if shared % block == 0 else shared
         self.tokens_evaluated += len(todo)
         return len(todo)
 

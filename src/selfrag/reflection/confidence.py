@@ -12,7 +12,10 @@ The signals of one answer (:class:`Signals`; each may be missing):
 * ``contained``: the share of the answer's words that occur in the passages
   it was written from;
 * ``relevance``: the lexical evidence prior of the passages read (the mean of
-  the best two: a two-hop question needs both).
+  the best two: a two-hop question needs both);
+* ``agreement``: how far other drafts of the answer, sampled from the same
+  prompt, say the same thing (the mean token F1 between the answer and each
+  draft): an answer the model would not write again is less sure.
 
 :class:`ConfidenceModel` is a logistic regression over standardised signals
 (a missing signal counts as its development mean): ``confidence = sigmoid(b +
@@ -33,7 +36,7 @@ from typing import Any
 
 from ..errors import ConfigError
 
-SIGNALS = ("seq", "p_true", "lift", "contained", "relevance")
+SIGNALS = ("seq", "p_true", "lift", "contained", "relevance", "agreement")
 PACKAGED = "confidence.json"
 
 
@@ -44,6 +47,7 @@ class Signals:
     lift: float | None = None
     contained: float | None = None
     relevance: float | None = None
+    agreement: float | None = None
 
     def as_dict(self) -> dict[str, float | None]:
         return {k: (None if v is None else round(v, 4)) for k, v in asdict(self).items()}

@@ -11,6 +11,8 @@ ORDER = 57
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ...reflection.confidence import SIGNALS
+
     sub = parser.add_subparsers(dest="action", required=True, metavar="{report,fit}")
     report = sub.add_parser("report", help="AUROC of the confidence and of each signal, risk-coverage figures")
     report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
@@ -19,7 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fit.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     fit.add_argument("--out", required=True, help="the JSON file to write (name it in self_rag.confidence_model)")
     fit.add_argument("--features", default=None,
-                     help="comma-separated signals (default: seq,p_true,lift,contained,relevance)")
+                     help="comma-separated signals (default: every signal the runs read, of "
+                          f"{','.join(SIGNALS)})")
     fit.add_argument("--l2", type=float, default=1.0, help="L2 penalty on the weights (default 1.0)")
 
 

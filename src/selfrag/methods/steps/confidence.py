@@ -8,10 +8,14 @@
 * ``p_true``: the model asked whether its answer is correct according to the
   passages, P(True) at the reply's first token (one short call whose prompt
   continues the answer's, so a local backend reuses the passages' evaluation);
-* ``reflection``: every signal of :class:`~selfrag.reflection.confidence.Signals`
-  (``p_true``'s call and, on a backend that scores a given reply, the answer
-  scored after the passages and after the question alone: the passages' lift),
-  combined by the fitted :class:`~selfrag.reflection.confidence.ConfidenceModel`.
+* ``reflection``: the signals of :class:`~selfrag.reflection.confidence.Signals`
+  that the fitted :class:`~selfrag.reflection.confidence.ConfidenceModel`
+  reads, combined by it: ``p_true``'s call; on a backend that scores a given
+  reply, the answer scored after the passages and after the question alone
+  (the passages' lift); ``drafts`` further answers sampled from the answer's
+  own prompt at ``draft_temperature`` (their agreement with the answer: on a
+  local backend each draft reuses the whole evaluated prompt, so it costs
+  only its own few tokens).
 
 Every call is a trace step (``confidence_*``), and a ``confidence`` step
 records the signals and the value of the readings that make calls; the
@@ -27,18 +31,24 @@ from enum import StrEnum
 
 from ...errors import BackendError
 from ...llm.base import Message, chat
-from ...normalize import normalize_answer
+from ...normalize import normalize_answer, token_overlap
 from ...prompts import load_prompt, render
 from ...reflection.confidence import ConfidenceModel, Signals
 from ...types import Document, Question
 from ..core.answer_format import answer_system
 from ..core.context import answer_prompt
+from ..core.text import clean_answer
 from ..core.trace import Run, StepRecord, shorten
 from .choice_reading import TOP_LOGPROBS, first_top, label_probs, normalised
 
 # What a low confidence means, in the words ask prints.
 LOW = 0.5
 LOW_CONFIDENCE_NOTE = "low confidence: the passages may not support this answer"
+# Drafts sampled for the agreement signal, and how freely.
+DRAFTS = 4
+DRAFT_TEMPERATURE = 0.7
+# A draft may run this many tokens past the answer's length (a longer one disagrees anyway).
+DRAFT_SLACK_TOKENS = 16
 
 
 def confidence_words(value: float) -> str:
@@ -129,10 +139,32 @@ async def lift(run: Run, question: Question, context: str, answer: str) -> float
     return a - b
 
 
+async def agreement(run: Run, question: Question, context: str, answer: str, drafts: int,
+                    temperature: float = DRAFT_TEMPERATURE) -> float | None:
+    """The mean token F1 between ``answer`` and ``drafts`` answers sampled from its own prompt
+    (None: no draft asked for, or no answer)."""
+    if drafts < 1 or not answer.strip():
+        return None
+    prompt = answer_prompt(question)(question.text, context)
+    budget = run.llm.count_tokens(answer) + DRAFT_SLACK_TOKENS
+    budget = min(budget, int(run.params.get("max_tokens", budget)))
+    texts: list[str] = []
+    for draw in range(1, drafts + 1):
+        step = await run.generate(prompt, action="confidence_draft", thought="Would the model write the same "
+                                  f"answer again? (draft {draw} of {drafts}, temperature {temperature:g})",
+                                  action_input=shorten(answer), max_tokens=budget, temperature=temperature,
+                                  draw=draw, top_logprobs=0)
+        texts.append(clean_answer(step.text))
+    value = sum(token_overlap(answer, text)[0] for text in texts) / len(texts)
+    step.details["drafts"] = texts
+    step.details["agreement"] = round(value, 4)
+    return value
+
+
 async def read_confidence(
     run: Run, reading: ConfidenceReading, question: Question, answer: str, *, seq: float | None,
     context: str, docs: Sequence[Document], priors: Sequence[float] | None = None,
-    model: ConfidenceModel | None = None,
+    model: ConfidenceModel | None = None, drafts: int = DRAFTS, draft_temperature: float = DRAFT_TEMPERATURE,
 ) -> Confidence:
     """The confidence of ``answer``, written over ``context`` (``docs``, with their evidence ``priors``)
     by a reply whose mean token log-probability is ``seq``; the signals a reading needs are read, the
@@ -150,8 +182,10 @@ async def read_confidence(
         model = model or ConfidenceModel.load()
         truth = await _read(p_true(run, question, context, answer), missing) if "p_true" in model.features else None
         raised = await _read(lift(run, question, context, answer), missing) if "lift" in model.features else None
+        agreed = await _read(agreement(run, question, context, answer, drafts, draft_temperature), missing) \
+            if "agreement" in model.features else None
         signals = Signals(seq=seq, p_true=truth, lift=raised, contained=contained(answer, docs),
-                          relevance=relevance(priors))
+                          relevance=relevance(priors), agreement=agreed)
         value = model.score(signals)
     out = Confidence(value, reading, signals)
     if reading in (ConfidenceReading.P_TRUE, ConfidenceReading.REFLECTION):  # readings that made calls

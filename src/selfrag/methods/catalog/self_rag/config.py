@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field
 
 from ....validation import off_when_false
-from ...steps.confidence import ConfidenceReading
+from ...steps.confidence import DRAFT_TEMPERATURE, DRAFTS, ConfidenceReading
 from ...steps.decision import DEFAULT_THRESHOLD, RetrievalMode
 from ...steps.joint_first import JointFirstConfig
 
@@ -64,9 +64,13 @@ class SelfRAGConfig(JointFirstConfig):
     abstain_unconfirmed: bool = False
     # ... or when the answer's confidence is below this.
     abstain_below_confidence: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
-    # How sure the answer is (steps/confidence.py): reflection reads the answer's probability,
-    # P(True), how much the passages raise the answer's likelihood, how much of it they contain and
-    # their evidence, combined by a model fitted on development questions (confidence_model: a JSON
-    # file `selfrag confidence fit` wrote; None: the packaged fit).
+    # How sure the answer is (steps/confidence.py): reflection reads the signals its model uses (the
+    # answer's probability, P(True), how much the passages raise the answer's likelihood, how much of
+    # it they contain, their evidence, the agreement of sampled drafts), combined by a model fitted on
+    # development questions (confidence_model: a JSON file `selfrag confidence fit` wrote; None: the
+    # packaged fit).
     confidence: Annotated[ConfidenceReading, BeforeValidator(off_when_false)] = ConfidenceReading.REFLECTION
     confidence_model: str | None = None
+    # Drafts sampled from the answer's prompt when the model reads their agreement, and how freely.
+    confidence_drafts: Annotated[int, Field(ge=1, le=20)] = DRAFTS
+    confidence_draft_temperature: Annotated[float, Field(gt=0.0, le=2.0)] = DRAFT_TEMPERATURE
