@@ -45,6 +45,7 @@ STAGES = {
     "react_step": "thinking",
     "confidence_p_true": "reading how sure the answer is",
     "confidence_likelihood": "reading how sure the answer is",
+    "confidence_draft": "reading how sure the answer is",
     "calibrate_choice": "calibrating the answer's labels (once per model)",
 }
 
