@@ -2,7 +2,7 @@
 
     python -m lab.confidence                       # every model with runs on disk
     python -m lab.confidence --fit-out PATH         # also write the development fit of the first model
-    python -m lab.confidence --method self_rag_drafts  # another self_rag variant's runs
+    python -m lab.confidence --method NAME          # another self_rag variant's runs (confidence_NAME.md)
 
 For each model it reads the ``self_rag`` and ``vanilla_rag_evidence`` runs of
 ``lab/results/runs/quality/<model>/`` and:

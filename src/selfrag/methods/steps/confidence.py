@@ -45,7 +45,7 @@ from .choice_reading import TOP_LOGPROBS, first_top, label_probs, normalised
 LOW = 0.5
 LOW_CONFIDENCE_NOTE = "low confidence: the passages may not support this answer"
 # Drafts sampled for the agreement signal, and how freely.
-DRAFTS = 4
+DRAFTS = 10
 DRAFT_TEMPERATURE = 0.7
 # A draft may run this many tokens past the answer's length (a longer one disagrees anyway).
 DRAFT_SLACK_TOKENS = 16
