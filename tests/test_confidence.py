@@ -178,9 +178,11 @@ async def test_a_draft_never_runs_past_the_method_s_own_answer_length():
     assert [c.max_tokens for c in llm.calls] == [3, 3]
 
 
-def test_self_rag_refuses_a_draft_count_it_cannot_use():
+def test_self_rag_refuses_a_draft_count_or_a_signal_it_cannot_use():
     with pytest.raises(ConfigError, match="confidence_drafts"):
         create_method("self_rag", ScriptedBackend([]), TwoDocs(), {"self_rag": {"confidence_drafts": 0}})
+    with pytest.raises(ConfigError, match="confidence_also_read.* 'agreement'"):
+        create_method("self_rag", ScriptedBackend([]), TwoDocs(), {"self_rag": {"confidence_also_read": ["agree"]}})
 
 
 # -- in the methods ---------------------------------------------------------------------
@@ -236,6 +238,17 @@ async def test_the_default_self_rag_makes_only_the_calls_its_answer_and_packaged
                 + ["confidence_draft"] * (DRAFTS * ("agreement" in rule)))
     assert [s.action for s in response.reasoning_chain if s.llm_calls] == expected
     assert response.num_llm_calls == len(expected) and response.confidence is not None
+
+
+async def test_self_rag_records_signals_its_rule_does_not_weigh_when_asked_and_a_fit_can_use_them(tmp_path):
+    cfg = {"self_rag": {"retrieval_mode": "always", "confidence_model": model_file(tmp_path, seq=1.0),
+                        "confidence_also_read": ["agreement"], "confidence_drafts": 2}}
+    response = await create_method("self_rag", ScriptedBackend(joint_script()), TwoDocs(), cfg).answer(Q)
+    calls = [s.action for s in response.reasoning_chain if s.llm_calls]
+    assert calls == ["generate", "confidence_draft", "confidence_draft"]
+    signals = response.details["confidence"]["signals"]
+    assert signals["agreement"] == 1.0 and signals["p_true"] is None
+    assert response.confidence == pytest.approx(sigmoid(-0.2), abs=1e-4)  # the rule weighs seq alone
 
 
 async def test_self_rag_abstains_below_a_confidence_threshold(tmp_path):

@@ -97,6 +97,7 @@ def test_config_schema_lists_keys_and_defaults():
         "abstain_below_confidence": None,
         "confidence": "reflection",
         "confidence_model": None,
+        "confidence_also_read": (),
         "confidence_drafts": 10,
         "confidence_draft_temperature": 0.7,
     }

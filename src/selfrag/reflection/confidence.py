@@ -32,11 +32,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from ..errors import ConfigError
 
-SIGNALS = ("seq", "p_true", "lift", "contained", "relevance", "agreement")
+Signal = Literal["seq", "p_true", "lift", "contained", "relevance", "agreement"]
+SIGNALS: tuple[str, ...] = get_args(Signal)
 PACKAGED = "confidence.json"
 
 

@@ -25,7 +25,7 @@ outcome's details carry them for every reading.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -165,10 +165,12 @@ async def read_confidence(
     run: Run, reading: ConfidenceReading, question: Question, answer: str, *, seq: float | None,
     context: str, docs: Sequence[Document], priors: Sequence[float] | None = None,
     model: ConfidenceModel | None = None, drafts: int = DRAFTS, draft_temperature: float = DRAFT_TEMPERATURE,
+    also_read: Collection[str] = (),
 ) -> Confidence:
     """The confidence of ``answer``, written over ``context`` (``docs``, with their evidence ``priors``)
-    by a reply whose mean token log-probability is ``seq``; the signals a reading needs are read, the
-    others left unknown."""
+    by a reply whose mean token log-probability is ``seq``; the signals a reading needs are read (with
+    ``reflection``, also those named in ``also_read``, recorded for fitting another rule), the others
+    left unknown."""
     reading = ConfidenceReading(reading)
     missing: list[str] = []
     signals = Signals(seq=seq)
@@ -180,10 +182,11 @@ async def read_confidence(
         value = signals.p_true
     elif reading is ConfidenceReading.REFLECTION:
         model = model or ConfidenceModel.load()
-        truth = await _read(p_true(run, question, context, answer), missing) if "p_true" in model.features else None
-        raised = await _read(lift(run, question, context, answer), missing) if "lift" in model.features else None
+        wanted = set(model.features) | set(also_read)
+        truth = await _read(p_true(run, question, context, answer), missing) if "p_true" in wanted else None
+        raised = await _read(lift(run, question, context, answer), missing) if "lift" in wanted else None
         agreed = await _read(agreement(run, question, context, answer, drafts, draft_temperature), missing) \
-            if "agreement" in model.features else None
+            if "agreement" in wanted else None
         signals = Signals(seq=seq, p_true=truth, lift=raised, contained=contained(answer, docs),
                           relevance=relevance(priors), agreement=agreed)
         value = model.score(signals)

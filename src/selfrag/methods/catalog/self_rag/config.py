@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field
 
+from ....reflection.confidence import Signal
 from ....validation import off_when_false
 from ...steps.confidence import DRAFT_TEMPERATURE, DRAFTS, ConfidenceReading
 from ...steps.decision import DEFAULT_THRESHOLD, RetrievalMode
@@ -71,6 +72,9 @@ class SelfRAGConfig(JointFirstConfig):
     # packaged fit).
     confidence: Annotated[ConfidenceReading, BeforeValidator(off_when_false)] = ConfidenceReading.REFLECTION
     confidence_model: str | None = None
+    # Signals read and recorded besides those the model weighs, to fit another rule on (e.g.
+    # [agreement, lift]; each costs its calls at every answer).
+    confidence_also_read: tuple[Signal, ...] = ()
     # Drafts sampled from the answer's prompt when the model reads their agreement, and how freely.
     confidence_drafts: Annotated[int, Field(ge=1, le=20)] = DRAFTS
     confidence_draft_temperature: Annotated[float, Field(gt=0.0, le=2.0)] = DRAFT_TEMPERATURE

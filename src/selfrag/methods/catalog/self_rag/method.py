@@ -200,7 +200,8 @@ class SelfRAG(Method):
         return await read_confidence(
             run, reading, question, best.text, seq=best.details.get("answer_logprob"), context=context,
             docs=read, priors=[priors[i - 1] for i in indices] or None, model=self.confidence_model,
-            drafts=cfg.confidence_drafts, draft_temperature=cfg.confidence_draft_temperature)
+            drafts=cfg.confidence_drafts, draft_temperature=cfg.confidence_draft_temperature,
+            also_read=cfg.confidence_also_read)
 
     def _unsure(self, sure: Confidence) -> str | None:
         floor = self.config.abstain_below_confidence
