@@ -64,6 +64,7 @@ from selfrag.cli.signals import sigterm_stops
 
 HERE = Path(__file__).resolve().parent
 METRICS = {"hotpotqa": ("em", "f1", "match"), "hotpotqa_yesno": ("em", "f1"), "hotpotqa_mix": ("em", "f1"),
+           "hotpotqa_mix_next": ("em", "f1"),
            "hotpotqa_next": ("em", "f1", "match"), "pubmedqa": ("em", "f1", "accuracy"), "mmlu_evidence": ("em", "f1", "accuracy")}
 # Files whose results-at-a-glance block (between the glance markers) is these reports' own matrix.
 GLANCE_FILES = (ROOT / "README.md", ROOT / "docs" / "results.md")
@@ -121,13 +122,13 @@ def collect(args: Any) -> dict[str, Any]:
                        remark=args.remarks.get((dataset.name, v.name))
                        or settings_remark(dataset, v, target_n(dataset, args), args.llm, dest),
                        run_dir=repo_path(dest))
-            if dataset.name in ("hotpotqa", "hotpotqa_next", "hotpotqa_mix"):
+            if dataset.name in ("hotpotqa", "hotpotqa_next", "hotpotqa_mix", "hotpotqa_mix_next"):
                 row["grounding"] = grounding(recs)
             baseline = runs.get(BASELINE) if v.name != BASELINE else None
             row["vs_baseline"] = compare_to(recs, baseline, dataset.metric) if baseline else None
             plain = runs.get(PLAIN) if v.name != PLAIN else None
             row["vs_plain"] = compare_to(recs, plain, dataset.metric) if plain else None
-            if dataset.name == "hotpotqa_mix" and baseline:
+            if dataset.name.startswith("hotpotqa_mix") and baseline:
                 row["truthful_vs_baseline"] = compare_to(recs, baseline, "truthfulness")
             rows.append(row)
     critics = evidence_rows(hotpot, gold_titles(DATASETS["hotpotqa"].path)) + support_rows(hotpot)

@@ -13,7 +13,7 @@ METRIC_NAMES = {"em": "EM", "f1": "F1", "accuracy": "accuracy", "yesno": "yes/no
                 "answered_yes": "answered yes", "gold_yes": "gold yes"}
 # Columns per dataset: quality metrics shown, the compared metric comes from the Dataset.
 SHOWN = {"hotpotqa": ("em", "f1"), "hotpotqa_yesno": ("yesno", "answered_yes", "gold_yes", "em", "f1"),
-         "hotpotqa_mix": ("em", "f1"), "hotpotqa_next": ("em", "f1"),
+         "hotpotqa_mix": ("em", "f1"), "hotpotqa_mix_next": ("em", "f1"), "hotpotqa_next": ("em", "f1"),
          "pubmedqa": ("accuracy",), "mmlu_evidence": ("accuracy",)}
 
 
@@ -124,7 +124,7 @@ def grounding_section(rows: list[dict[str, Any]]) -> list[str]:
         "answer x evidence F1 at paragraph level; in citations: the answer occurs in a cited passage; "
         "truthful: +1 right (F1 >= 0.5), 0 abstained, -1 wrong; withheld right: of the abstentions that "
         "record the answer they withheld, how many withheld a right one (the cost of abstaining). "
-        "*hotpotqa_mix* removes the gold paragraphs "
+        "*hotpotqa_mix* (and *hotpotqa_mix_next*, on questions 300-399) removes the gold paragraphs "
         "from about half the questions (unanswerable: abstaining is right). Means over the questions where a "
         "metric is defined (docs/evaluation.md).",
         "",

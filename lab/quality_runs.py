@@ -100,6 +100,10 @@ DATASET_LIST = [
             "HotpotQA dev (first {n}) with the gold paragraphs removed from about half the questions "
             "(data.remove_gold=0.5, chosen by question id): abstaining is right on those",
             ("data.remove_gold=0.5",)),
+    Dataset("hotpotqa_mix_next", "hotpotqa", DATA / "hotpotqa" / "hotpotqa_dev_distractor_500.jsonl", "f1", "hotpot",
+            "HotpotQA dev, the {n} questions from the 300th on (data.skip=300), with the gold paragraphs removed "
+            "from about half (data.remove_gold=0.5): abstention on questions no confidence rule was fitted on",
+            ("data.skip=300", "data.remove_gold=0.5")),
     Dataset("pubmedqa", "pubmedqa", DATA / "pubmedqa" / "ori_pqal.json", "accuracy", "other",
             "PubMedQA PQA-L (first {n}); retrieval over each question's own abstract contexts"),
     Dataset("mmlu_evidence", "mmlu_evidence", DATA / "medical" / "evidence", "accuracy", "other",
