@@ -186,7 +186,11 @@ def mix_report(model: str, rule: Any, dev: list, method: str = METHOD, mix: str 
     answered = sum(s >= threshold for s in scores)
     base_right = [theirs[q][2] for q in mix_ids]
     base_seq = [theirs[q][0].seq for q in mix_ids]
-    return {"n": len(mix_ids), "threshold": threshold, "coverage": coverage, "truthfulness": truth,
+    p_true = [mine[q][0].p_true if mine[q][0].p_true is not None else 0.5 for q in mix_ids]
+    aurocs = {"confidence": auroc(scores, right), "sequence": auroc(base_seq, base_right), "p_true": auroc(p_true, right)}
+    return {"n": len(mix_ids), "auroc": aurocs, "vs_sequence": bootstrap_diff(scores, base_seq, right),
+            "vs_p_true": bootstrap_diff(scores, p_true, right),
+            "threshold": threshold, "coverage": coverage, "truthfulness": truth,
             "answer_all": sum(1 if r else -1 for r in right) / len(right),
             "baseline_truthfulness_same_coverage": keep_top(base_seq, base_right, answered),
             "baseline_answer_all": sum(1 if r else -1 for r in base_right) / len(base_right),
@@ -240,7 +244,11 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
                       f"`{BASELINE}` abstaining by its sequence probability on as many questions: "
                       f"{mix['baseline_truthfulness_same_coverage']:+.3f} (answering all: "
                       f"{mix['baseline_answer_all']:+.3f}); the difference's paired bootstrap 95% interval "
-                      f"[{mix['difference_interval'][0]:+.3f}, {mix['difference_interval'][1]:+.3f}].", ""]
+                      f"[{mix['difference_interval'][0]:+.3f}, {mix['difference_interval'][1]:+.3f}]. AUROC there: "
+                      f"confidence {_f(mix['auroc']['confidence'])}, sequence {_f(mix['auroc']['sequence'])}, P(True) "
+                      f"{_f(mix['auroc']['p_true'])}; confidence − sequence [{mix['vs_sequence'][0]:+.3f}, "
+                      f"{mix['vs_sequence'][1]:+.3f}], confidence − P(True) [{mix['vs_p_true'][0]:+.3f}, "
+                      f"{mix['vs_p_true'][1]:+.3f}].", ""]
         for label, drafts in rep["drafts"].items():
             lines += render_drafts(label, drafts)
     return "\n".join(lines) + "\n"
