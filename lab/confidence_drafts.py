@@ -21,7 +21,7 @@ from typing import Any
 from selfrag.eval.evidence import is_correct
 from selfrag.eval.metrics import best_over, f1_score
 from selfrag.normalize import token_overlap
-from selfrag.reflection.confidence import auroc
+from selfrag.reflection.confidence import agreement, auroc
 
 DRAFT_COUNTS = (1, 2, 4, 6, 8, 10)
 
@@ -34,10 +34,6 @@ def drafts_of(record: dict[str, Any]) -> list[str] | None:
         if step.get("action") == "confidence_draft" and isinstance(details, dict) and details.get("drafts"):
             found = [str(d) for d in details["drafts"]]
     return found
-
-
-def agreement(answer: str, drafts: list[str]) -> float:
-    return sum(token_overlap(answer, d)[0] for d in drafts) / len(drafts)
 
 
 def medoid(texts: list[str]) -> str:

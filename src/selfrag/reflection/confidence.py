@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from ..errors import ConfigError
+from ..normalize import token_overlap
 
 Signal = Literal["seq", "p_true", "lift", "contained", "relevance", "agreement"]
 SIGNALS: tuple[str, ...] = get_args(Signal)
@@ -66,6 +67,13 @@ def _number(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return out if math.isfinite(out) else None
+
+
+def agreement(answer: str, drafts: Sequence[str]) -> float | None:
+    """The ``agreement`` signal: the mean token F1 between ``answer`` and each draft (None: no draft)."""
+    if not drafts:
+        return None
+    return sum(token_overlap(answer, draft)[0] for draft in drafts) / len(drafts)
 
 
 def sigmoid(z: float) -> float:

@@ -31,9 +31,10 @@ from enum import StrEnum
 
 from ...errors import BackendError
 from ...llm.base import Message, chat
-from ...normalize import normalize_answer, token_overlap
+from ...normalize import normalize_answer
 from ...prompts import load_prompt, render
 from ...reflection.confidence import ConfidenceModel, Signals
+from ...reflection.confidence import agreement as agreement_of
 from ...types import Document, Question
 from ..core.answer_format import answer_system
 from ..core.context import answer_prompt
@@ -155,7 +156,7 @@ async def agreement(run: Run, question: Question, context: str, answer: str, dra
                                   action_input=shorten(answer), max_tokens=budget, temperature=temperature,
                                   draw=draw, top_logprobs=0)
         texts.append(clean_answer(step.text))
-    value = sum(token_overlap(answer, text)[0] for text in texts) / len(texts)
+    value = agreement_of(answer, texts)
     step.details["drafts"] = texts
     step.details["agreement"] = round(value, 4)
     return value
