@@ -38,7 +38,13 @@ import random
 from pathlib import Path
 from typing import Any
 
-from lab.confidence_drafts import drafts_report, render_drafts
+from lab.confidence_drafts import (
+    OTHER_DRAFTS,
+    drafts_report,
+    joint_drafts_report,
+    render_drafts,
+    render_joint_drafts,
+)
 from lab.machine import machine
 from lab.quality_kept import predictions
 from lab.quality_stats import read_predictions
@@ -146,6 +152,8 @@ def model_report(model: str, method: str = METHOD) -> dict[str, Any] | None:
     out["abstention"] = {mix: mix_report(model, rule, dev, method, mix) for mix in MIXES}
     out["drafts"] = {"development": drafts_report(records(model, DEV, method)),
                      "test": drafts_report(records(model, TEST, method))}
+    out["joint_drafts"] = joint_drafts_report(records(model, TEST, method),
+                                              {v: records(model, TEST, v) for v in OTHER_DRAFTS})
     return out
 
 
@@ -239,7 +247,7 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
             seen = " (the development questions again: the rule has seen the answerable half)" if name == MIX else \
                 " (questions 300-399: no rule was fitted on them)"
             lines += [f"`{name}`{seen}, {mix['n']} questions, about half without their gold paragraphs: abstaining "
-                      f"below {mix['threshold']:.3f} (chosen on the development sample) answers {mix['coverage']:.0%} "
+                      f"below {mix['threshold']:.3g} (chosen on the development sample) answers {mix['coverage']:.0%} "
                       f"with truthfulness {mix['truthfulness']:+.3f} (answering all: {mix['answer_all']:+.3f}); "
                       f"`{BASELINE}` abstaining by its sequence probability on as many questions: "
                       f"{mix['baseline_truthfulness_same_coverage']:+.3f} (answering all: "
@@ -251,6 +259,7 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
                       f"{mix['vs_p_true'][1]:+.3f}].", ""]
         for label, drafts in rep["drafts"].items():
             lines += render_drafts(label, drafts)
+        lines += render_joint_drafts("test", rep.get("joint_drafts"))
     return "\n".join(lines) + "\n"
 
 

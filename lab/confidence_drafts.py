@@ -79,3 +79,85 @@ def render_drafts(label: str, rep: dict[str, Any] | None) -> list[str]:
             f"agreement by number of drafts read, {counts}. Mean F1 of the answer returned {sel['answer']:.3f}, "
             f"of the medoid of the answer and its drafts {sel['medoid']:.3f} (a different text on "
             f"{rep['medoid_changes']}), of the best of them (oracle) {sel['oracle']:.3f}.", ""]
+
+
+# Joint drafts written another way, each by a benchmark variant over the same questions: the BM25 top 5
+# instead of the evidence-ranked 5 (vanilla_rag), every retrieved passage (vanilla_rag_top10), and the
+# answer written after its facts (self_rag_facts_all).
+OTHER_DRAFTS = ("vanilla_rag", "vanilla_rag_top10", "self_rag_facts_all")
+
+
+def _reading(record: dict[str, Any], name: str) -> float | None:
+    signals = ((record.get("details") or {}).get("confidence") or {}).get("signals") or {}
+    value = signals.get(name)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def joint_drafts_report(answers: list[dict[str, Any]], others: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
+    """Would drafts over other passages, or written another way, tell a wrong answer or choose a better one?
+
+    ``answers``: the method's records; ``others``: each draft variant's records of the same questions.
+    On the questions every run answered: each draft's F1 and the AUROC of its agreement with the answer;
+    the AUROC of the mean agreement over all drafts; and the mean F1 of choosing among the answer and its
+    drafts by medoid (majority), by the highest sequence probability and by the highest P(True) (among the
+    texts that have one), and of the best of them (the oracle)."""
+    def usable(recs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return {str(r.get("id")): r for r in recs if not r.get("abstained") and not r.get("error")}
+
+    base = usable(answers)
+    runs = {name: usable(recs) for name, recs in others.items() if recs}
+    ids = [q for q in base if all(q in run for run in runs.values())]
+    if not runs or not ids:
+        return None
+    right = [is_correct(base[q].get("metrics") or {}) for q in ids]
+
+    def text(record: dict[str, Any]) -> str:
+        return str(record.get("prediction") or "")
+
+    def gold(q: str) -> list[str]:
+        g = base[q].get("gold") or []
+        return g if isinstance(g, list) else [g]
+
+    def f1(t: str, q: str) -> float:
+        return best_over(f1_score, t, gold(q))
+
+    out: dict[str, Any] = {"n": len(ids), "right": sum(right), "drafts": {}}
+    for name, run in runs.items():
+        agree = [token_overlap(text(base[q]), text(run[q]))[0] for q in ids]
+        out["drafts"][name] = {"f1": sum(f1(text(run[q]), q) for q in ids) / len(ids), "agreement_auroc": auroc(agree, right),
+                               "same": sum(a == 1.0 for a in agree)}
+    out["mean_agreement_auroc"] = auroc([agreement(text(base[q]), [text(run[q]) for run in runs.values()]) for q in ids],
+                                        right)
+
+    def choose(q: str, key: str) -> str:
+        texts = [(base[q], text(base[q]))] + [(run[q], text(run[q])) for run in runs.values()]
+        scored = [(v, t) for rec, t in texts if (v := _reading(rec, key)) is not None]
+        return max(scored, key=lambda p: p[0])[1] if scored else text(base[q])
+
+    every = {q: [text(base[q])] + [text(run[q]) for run in runs.values()] for q in ids}
+    out["selection"] = {
+        "answer": sum(f1(text(base[q]), q) for q in ids) / len(ids),
+        "medoid": sum(f1(medoid(every[q]), q) for q in ids) / len(ids),
+        "by sequence probability": sum(f1(choose(q, "seq"), q) for q in ids) / len(ids),
+        "by P(True)": sum(f1(choose(q, "p_true"), q) for q in ids) / len(ids),
+        "oracle": sum(max(f1(t, q) for t in every[q]) for q in ids) / len(ids),
+    }
+    return out
+
+
+def render_joint_drafts(label: str, rep: dict[str, Any] | None) -> list[str]:
+    if not rep:
+        return []
+    lines = [f"Joint drafts written another way, {label} ({rep['n']} answers, {rep['right']} right; each draft a "
+             "benchmark variant's answer to the same question):", "",
+             "| draft | F1 | same answer | AUROC of agreement with the answer |", "|---|---|---|---|"]
+    lines += [f"| `{name}` | {d['f1']:.3f} | {d['same']} | {_auroc(d['agreement_auroc'])} |"
+              for name, d in rep["drafts"].items()]
+    choices = ", ".join(f"{k} {v:.3f}" for k, v in rep["selection"].items())
+    lines += ["", f"Mean agreement with every draft: AUROC {_auroc(rep['mean_agreement_auroc'])}. Mean F1 choosing "
+              f"among the answer and its drafts: {choices}.", ""]
+    return lines
+
+
+def _auroc(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"

@@ -18,6 +18,7 @@ from selfrag.methods.core.trace import Run
 from selfrag.methods.steps.confidence import (
     DRAFT_SLACK_TOKENS,
     DRAFTS,
+    Confidence,
     ConfidenceReading,
     contained,
     read_confidence,
@@ -67,6 +68,15 @@ def test_a_model_scores_standardised_signals_and_imputes_a_missing_one():
     assert model.score(Signals(seq=-0.5)) == pytest.approx(sigmoid(2.25))
     with pytest.raises(ConfigError, match="unknown confidence signal"):
         ConfidenceModel(("mood",), (0.0,), (1.0,), (1.0,), 0.0)
+
+
+def test_a_recorded_confidence_keeps_its_order_however_small():
+    # A rule fitted on another model can score every answer below 0.0001; rounding to decimals would make
+    # them all 0 and a report could no longer rank them.
+    low, lower = (Confidence(v, ConfidenceReading.REFLECTION, Signals()).as_dict()["confidence"]
+                  for v in (3.456789e-6, 1.23456e-7))
+    assert low == pytest.approx(3.457e-6) and lower == pytest.approx(1.235e-7) and low > lower > 0
+    assert Confidence(0.87654, ConfidenceReading.REFLECTION, Signals()).as_dict()["confidence"] == 0.8765
 
 
 def test_fit_weights_the_signal_that_separates_and_round_trips(tmp_path):

@@ -28,3 +28,37 @@ def test_the_bootstrap_interval_of_an_auroc_difference_brackets_it():
     noise = [0.5] * 40
     lo, hi = lc.bootstrap_diff(good, noise, right)
     assert 0.0 < lo <= 0.5 <= hi
+
+
+def _record(qid: str, answer: str, gold: str, seq: float | None = None, p_true: float | None = None) -> dict:
+    from selfrag.eval.metrics import best_over, f1_score
+
+    f1 = best_over(f1_score, answer, [gold])
+    signals = {"seq": seq, "p_true": p_true}
+    return {"id": qid, "prediction": answer, "gold": [gold], "metrics": {"f1": f1},
+            "details": {"confidence": {"signals": signals}}}
+
+
+def test_joint_drafts_choose_by_each_reading_and_find_the_oracle_by_hand():
+    from lab.confidence_drafts import joint_drafts_report
+
+    answers = [_record("a", "Paris", "Paris", seq=-0.1, p_true=0.9),
+               _record("b", "Lyon", "Nice", seq=-0.2, p_true=0.4),
+               _record("c", "Rome", "Rome", seq=-0.5, p_true=0.8)]
+    others = {"one": [_record("a", "Paris", "Paris", seq=-0.3), _record("b", "Nice", "Nice", seq=-0.1),
+                      _record("c", "Milan", "Rome", seq=-0.1)],
+              "two": [_record("a", "Paris", "Paris", p_true=0.2), _record("b", "Nice", "Nice", p_true=0.95),
+                      _record("c", "Rome", "Rome", p_true=0.1),
+                      _record("d", "extra", "x")]}  # a question the method did not answer is left out
+    rep = joint_drafts_report(answers, others)
+    assert rep["n"] == 3 and rep["right"] == 2
+    assert rep["drafts"]["one"]["same"] == 1 and rep["drafts"]["two"]["same"] == 2
+    # agreement with "one": right answers a (1.0) and c (0.0), wrong b (0.0): (1 + 0.5) / 2
+    assert rep["drafts"]["one"]["agreement_auroc"] == 0.75
+    sel = rep["selection"]
+    assert sel["answer"] == 2 / 3
+    assert sel["medoid"] == 1.0  # a: Paris; b: Nice twice; c: Rome twice
+    assert sel["by sequence probability"] == 2 / 3  # a Paris (-0.1), b Nice (-0.1), c Milan (-0.1)
+    assert sel["by P(True)"] == 1.0  # a Paris 0.9, b Nice 0.95, c Rome 0.8
+    assert sel["oracle"] == 1.0
+    assert joint_drafts_report(answers, {"none": []}) is None

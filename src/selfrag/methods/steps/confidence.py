@@ -73,7 +73,9 @@ class Confidence:
     signals: Signals
 
     def as_dict(self) -> dict:
-        return {"confidence": None if self.value is None else round(self.value, 4), "reading": self.reading.value,
+        # Four significant digits, not decimals: a rule fitted on another model can put every answer far
+        # below 0.0001, and rounding those to 0 would erase the order a report ranks them by.
+        return {"confidence": None if self.value is None else float(f"{self.value:.4g}"), "reading": self.reading.value,
                 "signals": self.signals.as_dict()}
 
 
