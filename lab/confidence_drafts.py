@@ -81,10 +81,9 @@ def render_drafts(label: str, rep: dict[str, Any] | None) -> list[str]:
             f"{rep['medoid_changes']}), of the best of them (oracle) {sel['oracle']:.3f}.", ""]
 
 
-# Joint drafts written another way, each by a benchmark variant over the same questions: the BM25 top 5
-# instead of the evidence-ranked 5 (vanilla_rag), every retrieved passage (vanilla_rag_top10), and the
-# answer written after its facts (self_rag_facts_all).
-OTHER_DRAFTS = ("vanilla_rag", "vanilla_rag_top10", "self_rag_facts_all")
+# Joint drafts over other passages, each a benchmark variant's answer to the same questions: the BM25 top 5
+# instead of the evidence-ranked 5 (vanilla_rag) and every retrieved passage (vanilla_rag_top10).
+OTHER_DRAFTS = ("vanilla_rag", "vanilla_rag_top10")
 
 
 def _reading(record: dict[str, Any], name: str) -> float | None:
@@ -148,7 +147,7 @@ def joint_drafts_report(answers: list[dict[str, Any]], others: dict[str, list[di
 def render_joint_drafts(label: str, rep: dict[str, Any] | None) -> list[str]:
     if not rep:
         return []
-    lines = [f"Joint drafts written another way, {label} ({rep['n']} answers, {rep['right']} right; each draft a "
+    lines = [f"Joint drafts over other passages, {label} ({rep['n']} answers, {rep['right']} right; each draft a "
              "benchmark variant's answer to the same question):", "",
              "| draft | F1 | same answer | AUROC of agreement with the answer |", "|---|---|---|---|"]
     lines += [f"| `{name}` | {d['f1']:.3f} | {d['same']} | {_auroc(d['agreement_auroc'])} |"

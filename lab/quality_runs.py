@@ -67,8 +67,6 @@ VARIANT_LIST = [
             "critic reading generated text labels (a backend without log-probabilities)"),
     Variant("vanilla_rag_top10", "vanilla_rag.yaml", ("retrieval.top_k=10",),
             "every retrieved passage (10), one call"),
-    Variant("self_rag_facts_all", "self_rag.yaml", ("self_rag.facts_first=all",),
-            "the joint answer written after its facts for every question (a reasoning-first draft)"),
     Variant("self_rag_abstain", "self_rag.yaml", ("self_rag.abstain_min_relevance=0.7",),
             "abstains unless a passage's fused relevance reaches 0.7"),
     Variant("self_rag_abstain_support", "self_rag.yaml", ("self_rag.abstain_below=partially_supported",),
