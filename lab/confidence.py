@@ -41,6 +41,7 @@ from typing import Any
 from lab.confidence_drafts import (
     OTHER_DRAFTS,
     drafts_report,
+    fmt,
     joint_drafts_report,
     render_drafts,
     render_joint_drafts,
@@ -205,10 +206,6 @@ def mix_report(model: str, rule: Any, dev: list, method: str = METHOD, mix: str 
             "difference_interval": bootstrap_truth_diff(scores, right, threshold, base_seq, base_right)}
 
 
-def _f(value: Any, spec: str = ".3f") -> str:
-    return "–" if value is None else format(value, spec)
-
-
 def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
     lines = ["# Confidence: does it know when the answer is wrong?", "",
              f"{env.get('date')}, {env.get('platform')}, {env.get('cpu_count')} CPUs, commit {env.get('commit')}. "
@@ -224,20 +221,20 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
         refit = rep["auroc"]["refit on this model's development answers"]
         for label, key in names.items():
             cov = rep["coverage"][key]
-            lines.append(f"| {label} | {_f(rep['auroc'][label])} | {_f(cov['area'])} | {_f(cov['at_50'])} | "
-                         f"{_f(cov['at_80'])} |")
+            lines.append(f"| {label} | {fmt(rep['auroc'][label])} | {fmt(cov['area'])} | {fmt(cov['at_50'])} | "
+                         f"{fmt(cov['at_80'])} |")
         lo, hi = rep["diff"]["vs sequence"]
         lo2, hi2 = rep["diff"]["vs p_true"]
         loose = rep["auroc_lenient"]
-        lines += ["", f"The rule refitted on this model's own development answers: AUROC {_f(refit)}.", "",
+        lines += ["", f"The rule refitted on this model's own development answers: AUROC {fmt(refit)}.", "",
                   f"With a lenient right (F1 >= 0.5, or the answer contains a gold answer or is contained in one: "
-                  f"{loose['right']} right): confidence {_f(loose['confidence'])}, sequence "
-                  f"{_f(loose['sequence (vanilla_rag_evidence)'])}, P(True) {_f(loose['p_true'])}.", "",
+                  f"{loose['right']} right): confidence {fmt(loose['confidence'])}, sequence "
+                  f"{fmt(loose['sequence (vanilla_rag_evidence)'])}, P(True) {fmt(loose['p_true'])}.", "",
                   f"AUROC difference, confidence − sequence: [{lo:+.3f}, {hi:+.3f}]; "
                   f"confidence − P(True): [{lo2:+.3f}, {hi2:+.3f}] (paired bootstrap, {RESAMPLES} resamples).", "",
                   "Each signal alone (the support readings among them), on the same answers:", "",
                   "| signal | AUROC | n |", "|---|---|---|"]
-        lines += [f"| `{k}` | {_f(v)} | {n} |" for k, (v, n) in rep["signals"].items()]
+        lines += [f"| `{k}` | {fmt(v)} | {n} |" for k, (v, n) in rep["signals"].items()]
         weights = ", ".join(f"`{f}` {w:+.2f}" for f, w in zip(rep["rule"]["features"], rep["rule"]["weights"],
                                                                  strict=True))
         lines += ["", f"Fitted weights per standard deviation: {weights}; intercept {rep['rule']['intercept']:+.2f}.", ""]
@@ -253,8 +250,8 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
                       f"{mix['baseline_truthfulness_same_coverage']:+.3f} (answering all: "
                       f"{mix['baseline_answer_all']:+.3f}); the difference's paired bootstrap 95% interval "
                       f"[{mix['difference_interval'][0]:+.3f}, {mix['difference_interval'][1]:+.3f}]. AUROC there: "
-                      f"confidence {_f(mix['auroc']['confidence'])}, sequence {_f(mix['auroc']['sequence'])}, P(True) "
-                      f"{_f(mix['auroc']['p_true'])}; confidence − sequence [{mix['vs_sequence'][0]:+.3f}, "
+                      f"confidence {fmt(mix['auroc']['confidence'])}, sequence {fmt(mix['auroc']['sequence'])}, P(True) "
+                      f"{fmt(mix['auroc']['p_true'])}; confidence − sequence [{mix['vs_sequence'][0]:+.3f}, "
                       f"{mix['vs_sequence'][1]:+.3f}], confidence − P(True) [{mix['vs_p_true'][0]:+.3f}, "
                       f"{mix['vs_p_true'][1]:+.3f}].", ""]
         for label, drafts in rep["drafts"].items():

@@ -21,7 +21,7 @@ from typing import Any
 from selfrag.eval.evidence import is_correct
 from selfrag.eval.metrics import best_over, f1_score
 from selfrag.normalize import token_overlap
-from selfrag.reflection.confidence import agreement, auroc
+from selfrag.reflection.confidence import Signals, agreement, auroc
 
 DRAFT_COUNTS = (1, 2, 4, 6, 8, 10)
 
@@ -86,10 +86,13 @@ def render_drafts(label: str, rep: dict[str, Any] | None) -> list[str]:
 OTHER_DRAFTS = ("vanilla_rag", "vanilla_rag_top10")
 
 
-def _reading(record: dict[str, Any], name: str) -> float | None:
-    signals = ((record.get("details") or {}).get("confidence") or {}).get("signals") or {}
-    value = signals.get(name)
-    return float(value) if isinstance(value, int | float) else None
+def signals_of(record: dict[str, Any]) -> Signals:
+    """The confidence signals a record read (all unknown when it read none)."""
+    return Signals.from_mapping(((record.get("details") or {}).get("confidence") or {}).get("signals") or {})
+
+
+def fmt(value: float | None, spec: str = ".3f") -> str:
+    return "–" if value is None else format(value, spec)
 
 
 def joint_drafts_report(answers: list[dict[str, Any]], others: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
@@ -120,20 +123,21 @@ def joint_drafts_report(answers: list[dict[str, Any]], others: dict[str, list[di
     def f1(t: str, q: str) -> float:
         return best_over(f1_score, t, gold(q))
 
+    # The answer's record first, then each draft's: ties and texts without the reading keep the answer.
+    written = {q: [base[q]] + [run[q] for run in runs.values()] for q in ids}
+    every = {q: [text(r) for r in recs] for q, recs in written.items()}
+
     out: dict[str, Any] = {"n": len(ids), "right": sum(right), "drafts": {}}
     for name, run in runs.items():
         agree = [token_overlap(text(base[q]), text(run[q]))[0] for q in ids]
         out["drafts"][name] = {"f1": sum(f1(text(run[q]), q) for q in ids) / len(ids), "agreement_auroc": auroc(agree, right),
                                "same": sum(a == 1.0 for a in agree)}
-    out["mean_agreement_auroc"] = auroc([agreement(text(base[q]), [text(run[q]) for run in runs.values()]) for q in ids],
-                                        right)
+    out["mean_agreement_auroc"] = auroc([agreement(every[q][0], every[q][1:]) for q in ids], right)
 
     def choose(q: str, key: str) -> str:
-        texts = [(base[q], text(base[q]))] + [(run[q], text(run[q])) for run in runs.values()]
-        scored = [(v, t) for rec, t in texts if (v := _reading(rec, key)) is not None]
+        scored = [(v, text(r)) for r in written[q] if (v := getattr(signals_of(r), key)) is not None]
         return max(scored, key=lambda p: p[0])[1] if scored else text(base[q])
 
-    every = {q: [text(base[q])] + [text(run[q]) for run in runs.values()] for q in ids}
     out["selection"] = {
         "answer": sum(f1(text(base[q]), q) for q in ids) / len(ids),
         "medoid": sum(f1(medoid(every[q]), q) for q in ids) / len(ids),
@@ -150,13 +154,10 @@ def render_joint_drafts(label: str, rep: dict[str, Any] | None) -> list[str]:
     lines = [f"Joint drafts over other passages, {label} ({rep['n']} answers, {rep['right']} right; each draft a "
              "benchmark variant's answer to the same question):", "",
              "| draft | F1 | same answer | AUROC of agreement with the answer |", "|---|---|---|---|"]
-    lines += [f"| `{name}` | {d['f1']:.3f} | {d['same']} | {_auroc(d['agreement_auroc'])} |"
+    lines += [f"| `{name}` | {d['f1']:.3f} | {d['same']} | {fmt(d['agreement_auroc'])} |"
               for name, d in rep["drafts"].items()]
     choices = ", ".join(f"{k} {v:.3f}" for k, v in rep["selection"].items())
-    lines += ["", f"Mean agreement with every draft: AUROC {_auroc(rep['mean_agreement_auroc'])}. Mean F1 choosing "
+    lines += ["", f"Mean agreement with every draft: AUROC {fmt(rep['mean_agreement_auroc'])}. Mean F1 choosing "
               f"among the answer and its drafts: {choices}.", ""]
     return lines
 
-
-def _auroc(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
