@@ -41,6 +41,7 @@ NOT_RUN = {
     "llama_build": "needs two llama-cpp-python builds, each in its own Python environment (--build NAME=PYTHON)",
     "samples": "writes the samples shipped in the package (src/selfrag/data/samples/), not a report",
     "streaming_latency": "needs a benchmark GGUF to time (--llm llamacpp:PATH.gguf; lab/README.md)",
+    "support_readings": "needs the benchmark GGUF that wrote the records it reads (--llm llamacpp:PATH.gguf)",
 }
 
 

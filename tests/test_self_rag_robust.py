@@ -12,6 +12,7 @@ import math
 
 import pytest
 
+from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.methods.core.answer_format import answer_format
@@ -591,3 +592,51 @@ async def test_a_yes_no_answer_needs_the_same_word_to_be_confirmed(two_hop_retri
     llm = ScriptedBackend(confirm_script("No", "Yes", joint="Yes"))
     response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(yes_no_q)
     assert response.abstained is False and response.answer == "yes"
+
+
+def likelihood_script(scores: dict[str, float]) -> ScriptedBackend:
+    """joint_script's model, scoring a forced reply by ``scores`` (one token per word at that log-probability)."""
+    script = joint_script(joint_support="partially supported")
+
+    def respond(request):
+        if request.forced is not None:
+            return {"forced_logprobs": [scores[request.forced]] * len(request.forced.split())}
+        text = request.prompt_text()
+        return next(value for key, value in script.items() if key in text)
+
+    return ScriptedBackend(respond=respond)
+
+
+LIKELIHOOD = {"retrieval_mode": "always", "selection": "likelihood", "confidence": "off"}
+
+
+async def test_selection_likelihood_picks_the_candidate_the_evidence_prompt_finds_most_likely(two_hop_retriever):
+    """Every candidate is scored as the reply to the answer prompt over the joint's passages: the
+    one-passage candidates are written for every question, and the most likely wins."""
+    llm = likelihood_script({"South Shields": -0.9, "Ridley Scott": -0.2, "Nostromo": -3.0})
+    response = await create_method("self_rag", llm, two_hop_retriever, {"self_rag": LIKELIHOOD}).answer(TWO_HOP)
+    assert response.answer == "Ridley Scott"
+    assert [c.details["evidence_likelihood"] for c in response.candidates] == [-0.9, -0.2, -0.9, -3.0]
+    scored = [c for c in llm.calls if c.forced is not None]
+    # One scoring pass per distinct text (South Shields is written twice), each over the joint's prompt.
+    assert sorted(c.forced for c in scored) == ["Nostromo", "Ridley Scott", "South Shields"]
+    assert all(DOC_DIRECTOR in c.prompt_text() and DOC_BIRTH in c.prompt_text() for c in scored)
+    # 3 chains x 2 calls, the joint's answer, 3 scoring passes; the joint's own critiques are not asked.
+    assert response.num_llm_calls == 2 * 3 + 1 + 3
+    select = next(s for s in response.reasoning_chain if s.action == "select_best")
+    assert select.thought.startswith("The candidate most likely") and select.details["selected"] == 2
+
+
+async def test_selection_likelihood_keeps_the_joint_on_ties_and_needs_a_backend_that_scores(two_hop_retriever):
+    llm = likelihood_script({"South Shields": -0.5, "Ridley Scott": -0.5, "Nostromo": -0.5})
+    response = await create_method("self_rag", llm, two_hop_retriever, {"self_rag": LIKELIHOOD}).answer(TWO_HOP)
+    assert response.answer == "South Shields" and response.candidates[0].details["joint"] is True
+
+    class NoScoring(ScriptedBackend):
+        supports_forced = False
+
+    with pytest.raises(ConfigError, match="selection: likelihood") as info:
+        create_method("self_rag", NoScoring([]), two_hop_retriever, {"self_rag": LIKELIHOOD})
+    assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match="self_rag_critic.selection"):
+        create_method("self_rag_critic", NoScoring([]), two_hop_retriever, {"self_rag_critic": {"selection": "likelihood"}})

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ...reflection import score as S
 from ...reflection.readings import Draft, Reading
@@ -78,6 +78,13 @@ class SelfRagCriticConfig(JointFirstConfig):
     # Abstention (off, as in the seeds): answer "insufficient evidence" when no retrieved
     # passage's fused relevance reaches this (checked before the joint draft is written).
     abstain_min_relevance: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+
+    @field_validator("selection")
+    @classmethod
+    def _selection_here(cls, value: Selection) -> Selection:
+        if value == Selection.LIKELIHOOD:
+            raise ValueError("likelihood is self_rag's selection; self_rag_critic selects by joint_first or critique")
+        return value
 
 
 @dataclass

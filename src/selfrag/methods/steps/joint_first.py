@@ -11,7 +11,9 @@ both build the same chain around it:
    as the seeds' pipelines do.
 2. **Select** (``selection``): ``joint_first`` puts the joint ahead of every
    other usable candidate (:func:`selection_order`); ``critique`` ranks it
-   with the others by the method's critique score, the papers' rule.
+   with the others by the method's critique score, the papers' rule;
+   ``likelihood`` (``self_rag``) by how likely each candidate is as the reply
+   to the answer prompt over the joint's passages.
 3. **Fall back**: with no usable candidate, one answer over every passage.
 
 A joint that is the answer whenever it has one makes the one-passage
@@ -38,6 +40,8 @@ class Selection(StrEnum):
 
     JOINT_FIRST = "joint_first"  # the joint whenever it has an answer, else the critique's best
     CRITIQUE = "critique"  # the critique's best, the joint included (the papers' rule)
+    # The candidate most likely as the reply to the evidence prompt (catalog/self_rag/likelihood.py; self_rag).
+    LIKELIHOOD = "likelihood"
 
 
 class PassageCandidates(StrEnum):

@@ -48,8 +48,9 @@ class SelfRAGConfig(JointFirstConfig):
     # joint_candidate, joint_passages, selection, passage_candidates (JointFirstConfig,
     # steps/joint_first.py): the joint candidate and how the answer is chosen; by default the
     # one-passage candidates are written only when the joint has no usable answer (always: seed
-    # 000's pipeline; without the joint, with selection: critique, with joint_ranking fused or with
-    # an abstention rule that reads their verdicts, they always are). facts_first and
+    # 000's pipeline; without the joint, with selection: critique or likelihood, with joint_ranking
+    # fused or with an abstention rule that reads their verdicts, they always are; likelihood picks
+    # the candidate most likely as the reply to the joint's prompt, self_rag/likelihood.py). facts_first and
     # answer_reading (JointAnswerConfig): how the joint's answer is written and read.
     # adaptive, and the question came with its own documents (a dataset's contexts):
     # retrieve without asking, since whoever asked supplied the evidence.

@@ -55,6 +55,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ....errors import ConfigError
 from ....reflection.confidence import ConfidenceModel
 from ....reflection.select import support_rank
 from ....retrieval.links import evidence_prior
@@ -79,6 +80,8 @@ from ...steps.joint_first import Selection, selection_order
 from .answers import decide, details, direct_answer, over_all
 from .chains import CandidateWriter
 from .config import JointRanking, SelfRAGConfig
+from .likelihood import RULE as LIKELIHOOD_RULE
+from .likelihood import evidence_likelihoods
 from .modes import MODES
 
 # The trace action of an answer written when no retrieved passage was judged relevant.
@@ -108,6 +111,9 @@ class SelfRAG(Method):
         self.writer = CandidateWriter(
             self.mode, cfg, judge_joint=cfg.selection == Selection.CRITIQUE or cfg.abstain_below is not None,
             on_demand=cfg.candidates_on_demand(blocked=self._abstains_on_verdicts))
+        if cfg.selection == Selection.LIKELIHOOD and not self.llm.supports_forced:
+            raise ConfigError(f"self_rag.selection: likelihood scores each candidate as a given reply, which "
+                              f"{self.llm.spec} cannot do; use a local model (llamacpp:PATH) or selection: joint_first")
         reflection = ConfidenceReading(cfg.confidence) is ConfidenceReading.REFLECTION
         self.confidence_model = ConfidenceModel.load(cfg.confidence_model) if reflection else None
 
@@ -170,7 +176,8 @@ class SelfRAG(Method):
                        f"(verdicts: {', '.join(str(c.support) for c in usable) or 'none'})")
                 return self._abstain(run, len(docs), candidates, why, self._would_answer(question, usable))
             usable = supported
-        best = self._select(run, usable)
+        best = await self._most_likely(run, question, usable, docs) \
+            if cfg.selection == Selection.LIKELIHOOD and len(usable) > 1 else self._select(run, usable)
         others = [c.text for c in answered if c is not best]
         if best is not None and cfg.abstain_unconfirmed and (why := unconfirmed_reason(best.text, others)):
             return self._abstain(run, len(docs), candidates, why, best.text)
@@ -268,9 +275,28 @@ class SelfRAG(Method):
 
     @property
     def _rule(self) -> str:
+        if self.config.selection == Selection.LIKELIHOOD:
+            return LIKELIHOOD_RULE
         if self.config.joint_first:
             return f"The joint candidate when it has an answer; otherwise: {self.mode.rule}"
         return self.mode.rule
+
+    async def _most_likely(self, run: Run, question: Question, candidates: list[Candidate],
+                           docs: list[Document]) -> Candidate:
+        """``selection: likelihood``: the candidate most likely as the reply to the answer prompt over the
+        joint's passages (without a joint, over the passages the candidates were written from)."""
+        joint = next((c for c in candidates if c.details.get("joint")), None)
+        indices = (joint.details.get("passage_indices") if joint is not None else
+                   sorted({i for c in candidates for i in c.details.get("passage_indices", [])}))
+        read = [docs[i - 1] for i in indices or [] if 0 < i <= len(docs)] or docs
+        context, _ = build_context(read, self.config.max_context_tokens, self.llm.count_tokens)
+        scores = await evidence_likelihoods(run, question, [c.text for c in candidates], context)
+        for candidate, score in zip(candidates, scores, strict=True):
+            candidate.details["evidence_likelihood"] = None if score is None else round(score, 4)
+        # The most likely first, the earliest (the joint) on ties; an unknown score ranks last.
+        index = selection_order([float("-inf") if s is None else s for s in scores], None, False)[0]
+        note_selection(run, self._rule, candidates, index)
+        return candidates[index]
 
     def _select(self, run: Run, candidates: list[Candidate]) -> Candidate | None:
         order = self._order(candidates)
