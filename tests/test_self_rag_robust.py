@@ -640,3 +640,12 @@ async def test_selection_likelihood_keeps_the_joint_on_ties_and_needs_a_backend_
     assert "\n" not in str(info.value)
     with pytest.raises(ConfigError, match="self_rag_critic.selection"):
         create_method("self_rag_critic", NoScoring([]), two_hop_retriever, {"self_rag_critic": {"selection": "likelihood"}})
+
+
+async def test_selection_likelihood_without_a_joint_reads_the_passages_the_candidates_came_from(two_hop_retriever):
+    llm = likelihood_script({"Ridley Scott": -0.8, "South Shields": -0.3, "Nostromo": -2.0})
+    cfg = {"self_rag": LIKELIHOOD | {"joint_candidate": False}}
+    response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(TWO_HOP)
+    assert response.answer == "South Shields" and not any(c.details.get("joint") for c in response.candidates)
+    scored = [c.prompt_text() for c in llm.calls if c.forced is not None]
+    assert len(scored) == 3 and all(DOC_DIRECTOR in p and DOC_BIRTH in p and DOC_OTHER in p for p in scored)
