@@ -625,6 +625,7 @@ async def test_selection_likelihood_picks_the_candidate_the_evidence_prompt_find
     assert response.num_llm_calls == 2 * 3 + 1 + 3
     select = next(s for s in response.reasoning_chain if s.action == "select_best")
     assert select.thought.startswith("The candidate most likely") and select.details["selected"] == 2
+    assert select.observation == "Selected candidate 2 from 'Doc 1' (mean log-probability -0.200)"
 
 
 async def test_selection_likelihood_keeps_the_joint_on_ties_and_needs_a_backend_that_scores(two_hop_retriever):

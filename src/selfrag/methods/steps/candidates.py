@@ -37,19 +37,19 @@ def candidate_row(c: Candidate) -> dict[str, Any]:
     }, c.details)
 
 
-def note_selection(run: Run, rule: str, candidates: list[Candidate], index: int) -> None:
-    """The ``select_best`` step: which candidate (0-based ``index``) the rule picked, and its verdicts."""
+def note_selection(run: Run, rule: str, candidates: list[Candidate], index: int, why: str | None = None) -> None:
+    """The ``select_best`` step: which candidate (0-based ``index``) the rule picked, and its verdicts
+    (``why``: what the rule read instead, when it read no verdict)."""
     best = candidates[index]
     source = "all relevant passages" if best.details.get("joint") else (
         f"'{best.passage.title or best.passage.id}'" if best.passage else "-")
+    verdicts = why or (f"utility={shown(judged_value(best, 'utility'))}, "
+                       f"support={shown(judged_value(best, 'support'))}, "
+                       f"relevance={shown(judged_value(best, 'relevance'))}, score={best.score:g}")
     run.note(
         "select_best",
         thought=rule,
         action_input=f"{len(candidates)} candidates",
-        observation=(
-            f"Selected candidate {index + 1} from {source} (utility={shown(judged_value(best, 'utility'))}, "
-            f"support={shown(judged_value(best, 'support'))}, relevance={shown(judged_value(best, 'relevance'))}, "
-            f"score={best.score:g})"
-        ),
+        observation=f"Selected candidate {index + 1} from {source} ({verdicts})",
         details={"selected": index + 1, "scores": [c.score for c in candidates]},
     )
