@@ -112,12 +112,10 @@ async def read_question(llm: Any, question: Question, record: dict[str, Any], ma
         text = str(c.get("text") or "").strip()
         if text and normalize_answer(text) not in texts:
             texts[normalize_answer(text)] = text
-    rows = []
-    for key, text in texts.items():
-        truth = await p_true(run, question, context, text)
-        (likelihood,) = await evidence_likelihoods(run, question, [text], context)
-        rows.append({"key": key, "text": text, "p_true": truth, "likelihood": likelihood,
-                     "contained": contained(text, read)})
+    truths = [await p_true(run, question, context, text) for text in texts.values()]
+    likelihoods = await evidence_likelihoods(run, question, list(texts.values()), context)
+    rows = [{"key": key, "text": text, "p_true": truth, "likelihood": likelihood, "contained": contained(text, read)}
+            for (key, text), truth, likelihood in zip(texts.items(), truths, likelihoods, strict=True)]
     recorded = (joint_of(record) or {}).get("text") or ""
     return {"id": record["id"], "reproduced": clean_answer(again.text) == recorded.strip(),
             "readings": rows}
@@ -162,11 +160,11 @@ def candidate_scores(record: dict[str, Any], reading_row: dict[str, Any]) -> lis
 
 
 def _split(scored: Sequence[tuple[float, bool, dict[str, float | None]]], name: str,
-           keep: Any = lambda is_joint: True) -> tuple[list[float], list[float]]:
-    """A reading's values of right (F1 >= 0.5) and wrong (F1 = 0) candidates (partial ones left out)."""
-    pos = [v[name] for f, j, v in scored if keep(j) and v[name] is not None and f >= 0.5]
-    neg = [v[name] for f, j, v in scored if keep(j) and v[name] is not None and f == 0.0]
-    return pos, neg
+           without_joint: bool = False) -> tuple[list[float], list[float]]:
+    """A reading's values of right (F1 >= 0.5) and wrong (F1 = 0) candidates (partial ones left out;
+    ``without_joint``: those saying what the joint answer says too)."""
+    kept = [(f, v[name]) for f, joint, v in scored if v[name] is not None and not (without_joint and joint)]
+    return [v for f, v in kept if f >= 0.5], [v for f, v in kept if f == 0.0]
 
 
 def summarise(records: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -193,7 +191,7 @@ def summarise(records: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]])
             pos, neg = _split(scored, name)
             pooled[name][0].extend(pos)
             pooled[name][1].extend(neg)
-            pos_o, neg_o = _split(scored, name, keep=lambda is_joint: not is_joint)
+            pos_o, neg_o = _split(scored, name, without_joint=True)
             others[name][0].extend(pos_o)
             others[name][1].extend(neg_o)
             if pos and neg:

@@ -295,9 +295,9 @@ class SelfRAG(Method):
             candidate.details["evidence_likelihood"] = None if score is None else round(score, 4)
         # The most likely first, the earliest (the joint) on ties; an unknown score ranks last.
         index = selection_order([float("-inf") if s is None else s for s in scores], None, False)[0]
-        best = scores[index]
+        score = scores[index]
         note_selection(run, self._rule, candidates, index,
-                       why="likelihood unknown" if best is None else f"mean log-probability {best:.3f}")
+                       why="likelihood unknown" if score is None else f"mean log-probability {score:.3f}")
         return candidates[index]
 
     def _select(self, run: Run, candidates: list[Candidate]) -> Candidate | None:
