@@ -35,16 +35,18 @@ HERE = Path(__file__).resolve().parent
 CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("no_retrieval", "", {}),
     ("vanilla_rag", "", {}),
+    ("self_rag", "the default (joint first, one-passage candidates on demand)", {"self_rag": {"top_k": 5}}),
     *[
-        ("self_rag", f"critique {mode}, num_candidates {n}",
-         {"self_rag": {"critique": mode, "num_candidates": n, "top_k": 5}})
-        for mode in ("combined", "fused")
+        ("self_rag", f"critic prompted, num_candidates {n}, selection critique",
+         {"self_rag": {"critic": "prompted", "num_candidates": n, "top_k": 5, "selection": "critique"}})
         for n in (3, 5)
     ],
-    ("self_rag", "critique fused, num_candidates 3, no joint candidate",
-     {"self_rag": {"critique": "fused", "num_candidates": 3, "top_k": 5, "joint_candidate": False}}),
-    ("self_rag", "critique separate, num_candidates 3", {"self_rag": {"critique": "separate", "num_candidates": 3, "top_k": 5}}),
-    ("self_rag", "critique separate, num_candidates 5", {"self_rag": {"critique": "separate", "num_candidates": 5, "top_k": 5}}),
+    ("self_rag", "critic prompted, num_candidates 3, no joint candidate (seed 000)",
+     {"self_rag": {"critic": "prompted", "num_candidates": 3, "top_k": 5, "joint_passages": 0, "selection": "critique"}}),
+    ("self_rag", "critic json, num_candidates 3, selection critique",
+     {"self_rag": {"critic": "json", "num_candidates": 3, "top_k": 5, "selection": "critique"}}),
+    ("self_rag", "critic json, num_candidates 5, no joint candidate (seed 003)",
+     {"self_rag": {"critic": "json", "num_candidates": 5, "top_k": 5, "joint_passages": 0, "selection": "critique"}}),
     ("self_rag_critic", "label probabilities, top_k 5", {"self_rag_critic": {"top_k": 5}}),
     ("self_rag_critic", "label probabilities, top_k 5, passage_candidates always, rerank 3",
      {"self_rag_critic": {"top_k": 5, "passage_candidates": "always"}}),
@@ -52,9 +54,10 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("self_corrective", "documents accepted at once", {}),
     ("react_rag", "one search, then finish", {}),
 ]
-# Call latencies allowed for self_rag, by critique mode and whether the joint candidate is written
-# (fused: its one call per candidate, then the joint's support and utility after its answer).
-LIMITS = {("combined", True): 3, ("combined", False): 3, ("fused", True): 3, ("fused", False): 2}
+# Call latencies allowed for self_rag with prompted labels, by whether the joint candidate is written:
+# each one-passage candidate's answer-and-labels call, then its rating; with the joint, its support
+# and utility after every candidate is written (selection: critique reads them).
+LIMITS = {("prompted", True): 4, ("prompted", False): 3}
 
 
 
@@ -156,7 +159,7 @@ def check(rows: list[dict]) -> list[str]:
     problems = []
     for r in rows:
         section = r["config"].get("self_rag") or {}
-        limit = LIMITS.get((section.get("critique", ""), section.get("joint_candidate", True)))
+        limit = LIMITS.get((section.get("critic", ""), section.get("joint_passages", 5) > 0))
         if r["method"] == "self_rag" and limit is not None and r["call_latencies"] >= limit + 0.5:
             problems.append(
                 f"self_rag {r['label']}: {r['call_latencies']:.2f} call latencies, limit {limit}"

@@ -35,8 +35,8 @@ from selfrag.assemble import build_backend
 from selfrag.config import load_config
 from selfrag.eval.datasets import load_dataset
 from selfrag.methods.core.trace import Run
-from selfrag.methods.steps.decision import Calibration, decide_retrieval, decision_template
-from selfrag.methods.steps.look_first import look_first
+from selfrag.methods.critique.decision import Calibration, decide_retrieval, decision_template
+from selfrag.methods.critique.look_first import look_first
 from selfrag.retrieval import BM25Retriever
 from selfrag.types import Question
 

@@ -9,7 +9,7 @@ templates and once with passage-first templates (``lab/prompts/
 passage_first/``, the layout the combined prompt had before), and reports
 prompt tokens sent vs. evaluated per question, with quality alongside.
 
-    python -m lab.prefix_sharing [--n 10] [--modes combined fused]
+    python -m lab.prefix_sharing [--n 10] [--modes prompted]
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ async def measure(args: argparse.Namespace, out_dir: Path) -> list[dict]:
             for layout, prompt_dir in LAYOUTS.items():
                 cfg = load_config(
                     ROOT / "configs" / "self_rag.yaml",
-                    [*data, f"self_rag.critique={mode}", "self_rag.retrieval_mode=always", "cache.enabled=false"],
+                    [*data, f"self_rag.critic={mode}", "self_rag.selection=critique", "self_rag.retrieval_mode=always",
+                     "cache.enabled=false"],
                 )
                 if llm is None:
                     llm = build_backend(cfg, use_cache=False)
@@ -176,7 +177,7 @@ def report(rows: list[dict], args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=10, help="questions (default 10)")
-    parser.add_argument("--modes", nargs="+", default=["combined", "fused"], choices=["combined", "fused"])
+    parser.add_argument("--modes", nargs="+", default=["prompted"], choices=["prompted"])
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ import numpy as np
 
 from selfrag.eval.metrics import best_over, f1_score, normalize_answer
 from selfrag.eval.report import GROUNDING_KEYS
-from selfrag.methods.catalog.self_rag.method import NO_RELEVANT_DOCUMENTS
+from selfrag.methods.catalog.self_rag.candidates import NO_RELEVANT_DOCUMENTS
 
 # The lab's only imports from selfrag.methods, kept in this one module.
 from selfrag.methods.core.answer_shape import malformed

@@ -51,9 +51,8 @@ def prompts(llm: ScriptedBackend) -> list[str]:
     [
         ("no_retrieval", {}),
         ("vanilla_rag", {}),
-        ("self_rag", {"self_rag": {"critique": "combined"}}),
-        ("self_rag", {"self_rag": {"critique": "fused"}}),
-        ("self_rag", {"self_rag": {"critique": "separate"}}),
+        ("self_rag", {"self_rag": {"critic": "prompted"}}),
+        ("self_rag", {"self_rag": {"critic": "json"}}),
         ("self_rag_critic", {}),
         ("self_rag_segment", {}),
         ("self_corrective", {}),
@@ -70,7 +69,7 @@ async def test_no_answer_prompt_asks_a_yes_no_question_for_a_name_or_phrase(meth
 
 async def test_free_text_prompts_are_unchanged(france_retriever):
     llm = ScriptedBackend.from_file(SCRIPT)
-    await create_method("self_rag", llm, france_retriever, {"self_rag": {"critique": "combined", "passage_candidates": "always"}}).answer(FREE)
+    await create_method("self_rag", llm, france_retriever, {"self_rag": {"critic": "prompted", "selection": "critique"}}).answer(FREE)
     candidate = next(p for p in prompts(llm) if "[IsRel]" in p)
     assert "First write a short answer (a name, number, date or phrase). Then add two lines:" in candidate
 

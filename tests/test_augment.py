@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from selfrag.reflection.readings import rating
+
 import asyncio
 import math
 
@@ -154,7 +156,7 @@ async def test_self_reflection_regenerates_until_utility_reaches_four():
     critic = Critic(llm)
     run = run_for(llm)
     [start] = await drafts(critic, run, Task(Q), [DOCS[0]])
-    assert start.rating == 2.0
+    assert rating(start) == 2.0
     calls_before = len(llm.calls)
     out = await self_reflect(critic, run, Q, start, weights=Weights(use_seq_score=False), max_iterations=3, min_utility=4)
     assert out.best.text == "Paris" and out.changed

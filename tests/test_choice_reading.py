@@ -118,42 +118,8 @@ def critiques(answer: str) -> dict[str, str]:
     }
 
 
-async def test_self_rag_reads_its_yes_no_joint_from_the_notes_without_their_written_verdict(retriever):
-    # The facts say American vs Canadian, the model still writes "Answer: yes" (its bias).
-    # Notes reading: yes 0.7, no 0.3; content-free: yes 0.9, no 0.1 -> 0.78 vs 3.0 -> "no".
-    llm = ScriptedBackend({
-        "Notes written from the documents:\nN/A": {"text": "Yes", "top_logprobs": logs(Yes=0.9, No=0.1)},
-        "Notes written from the documents:\n[MASK]": {"text": "Yes", "top_logprobs": logs(Yes=0.9, No=0.1)},
-        "Notes written from the documents:\n\n": {"text": "Yes", "top_logprobs": logs(Yes=0.9, No=0.1)},
-        "Notes written from the documents": {"text": "Yes", "top_logprobs": logs(Yes=0.7, No=0.3)},
-        "Do not answer at once": "- Scott Derrickson: American\n- Ed Wood: Canadian\nAnswer: yes",
-        **critiques("Yes"),
-    })
-    cfg = {"self_rag": {"retrieval_mode": "always", "answer_reading": "calibrated"}}
-    r = await create_method("self_rag", llm, retriever, cfg).answer(YES_NO)
-    assert r.answer == "no"
-    notes = next(c for c in llm.calls if "Ed Wood: Canadian" in c.prompt_text() and "Notes written" in c.prompt_text())
-    assert "Answer: yes" not in notes.prompt_text()
-    facts = next(s for s in r.reasoning_chain if s.action == "generate_after_facts")
-    assert "written: yes; read from the notes: no" in facts.observation
-    # Off (the default), the written verdict stands.
-    cfg["self_rag"]["answer_reading"] = "text"
-    assert (await create_method("self_rag", llm, retriever, cfg).answer(YES_NO)).answer == "yes"
-
-
-async def test_self_rag_reads_an_option_joint_over_the_passages(retriever):
-    llm = ScriptedBackend({
-        **mmlu_script(logs(A=0.6, B=0.3, C=0.05, D=0.05), logs(A=0.9, B=0.05, C=0.03, D=0.02)),
-        **critiques("A"),
-    })
-    cfg = {"self_rag": {"retrieval_mode": "always", "answer_reading": "calibrated"}}
-    r = await create_method("self_rag", llm, retriever, cfg).answer(MMLU)
-    assert r.answer == "B"
-    assert sum(s.action == "read_choice" for s in r.reasoning_chain) == 1
-
-
-async def test_self_corrective_reads_its_option_answer_like_self_rags_joint(france_retriever):
-    # The accepted search's answer goes through the same reader as self_rag's joint: B, not the biased A.
+async def test_self_corrective_reads_its_option_answer_from_calibrated_probabilities(france_retriever):
+    # The accepted search's answer is read from the calibrated option probabilities: B, not the biased A.
     llm = ScriptedBackend({
         "Can the documents above answer the question completely?": "YES. The documents name the organ.",
         **mmlu_script(logs(A=0.6, B=0.3, C=0.05, D=0.05), logs(A=0.9, B=0.05, C=0.03, D=0.02)),

@@ -29,6 +29,9 @@ def script(tmp_path: Path, replies: dict) -> str:
     return f"scripted:{p}"
 
 
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
 def ask(capsys, docs_dir, llm, *extra) -> tuple[int, str, str]:
     code = main(
         ["ask", QUESTION, "--docs", str(docs_dir), "--method", "self_rag", "--llm", llm, *extra]
@@ -55,14 +58,10 @@ def test_combined_json_reports_one_plus_two_n_calls(tmp_path, docs_dir, capsys):
         script(tmp_path, COMBINED),
         "--top-k",
         "2",
+        "--config",
+        str(CONFIGS / "self_rag_seed000.yaml"),  # seed 000's pipeline, as it ships
         "--set",
         "self_rag.num_candidates=2",
-        "--set",
-        "self_rag.joint_candidate=false",
-        "--set",
-        "self_rag.confidence=off",
-        "--set",
-        "self_rag.retrieval_mode=adaptive",  # the seed's decision call
         "--json",
     )
     assert code == 0, err
@@ -72,7 +71,7 @@ def test_combined_json_reports_one_plus_two_n_calls(tmp_path, docs_dir, capsys):
     assert data["answer"] == "Paris"
     scores = {c["passage"]["id"]: c["score"] for c in data["candidates"]}
     assert scores == {"paris": 5.5, "berlin": 4.5}
-    assert data["details"]["relevant_docs_count"] == 2 and data["details"]["critique"] == "combined"
+    assert data["details"]["relevant_docs_count"] == 2 and data["details"]["critic"] == "prompted"
 
 
 def test_combined_trace_shows_each_candidates_critique(tmp_path, docs_dir, capsys):
@@ -121,14 +120,8 @@ def test_separate_json_reports_one_plus_four_k_calls(tmp_path, docs_dir, capsys)
         script(tmp_path, SEPARATE),
         "--top-k",
         "2",
-        "--set",
-        "self_rag.critique=separate",
-        "--set",
-        "self_rag.joint_candidate=false",
-        "--set",
-        "self_rag.confidence=off",
-        "--set",
-        "self_rag.retrieval_mode=adaptive",  # the seed's decision call
+        "--config",
+        str(CONFIGS / "self_rag_seed003.yaml"),  # seed 003's pipeline, as it ships
         "--json",
     )
     assert code == 0, err
@@ -136,7 +129,7 @@ def test_separate_json_reports_one_plus_four_k_calls(tmp_path, docs_dir, capsys)
     assert data["num_llm_calls"] == 1 + 4 * 2
     assert data["answer"] == "Paris"
     d = data["details"]
-    assert d["critique"] == "separate" and d["support"] == "fully_supported" and d["utility"] == 2
+    assert d["critic"] == "json" and d["support"] == "fully_supported" and d["utility"] == 2
     assert d["total_docs_retrieved"] == 2 and d["relevant_docs_count"] == 2
     assert d["context_used"] == [PARIS]
     assert {c["passage_id"]: c["score"] for c in d["all_candidates"]} == {
@@ -147,8 +140,7 @@ def test_separate_json_reports_one_plus_four_k_calls(tmp_path, docs_dir, capsys)
 
 def test_separate_no_retrieval_path_is_two_calls(tmp_path, docs_dir, capsys):
     llm = script(tmp_path, {"needs_retrieval": '{"needs_retrieval": false}', QUESTION: "Paris"})
-    code, out, err = ask(capsys, docs_dir, llm, "--set", "self_rag.critique=separate",
-                         "--set", "self_rag.retrieval_mode=adaptive", "--json")
+    code, out, err = ask(capsys, docs_dir, llm, "--config", str(CONFIGS / "self_rag_seed003.yaml"), "--json")
     assert code == 0, err
     data = json.loads(out)
     assert (data["num_llm_calls"], data["num_retrieval_calls"]) == (2, 0)
@@ -156,7 +148,10 @@ def test_separate_no_retrieval_path_is_two_calls(tmp_path, docs_dir, capsys):
 
 def test_bad_critique_mode_is_a_one_line_error(tmp_path, docs_dir, capsys):
     code, _, err = ask(
-        capsys, docs_dir, script(tmp_path, COMBINED), "--set", "self_rag.critique=both"
+        capsys, docs_dir, script(tmp_path, COMBINED), "--set", "self_rag.critic=both"
     )
     assert code == 2
-    assert err.startswith("selfrag: error: config key 'self_rag.critique'") and err.count("\n") == 1
+    assert err.startswith("selfrag: error: config key 'self_rag.critic'") and err.count("\n") == 1
+    code, _, err = ask(capsys, docs_dir, script(tmp_path, COMBINED), "--set", "self_rag.critique=combined")
+    assert code == 2 and err.count("\n") == 1
+    assert "'self_rag.critique' was retired: critic: prompted (was combined)" in err

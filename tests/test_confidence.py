@@ -15,7 +15,7 @@ from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.methods.core.context import answer_prompt
 from selfrag.methods.core.trace import Run
-from selfrag.methods.steps.confidence import (
+from selfrag.methods.critique.confidence import (
     DRAFT_SLACK_TOKENS,
     DRAFTS,
     Confidence,
@@ -188,11 +188,13 @@ async def test_a_draft_never_runs_past_the_method_s_own_answer_length():
     assert [c.max_tokens for c in llm.calls] == [3, 3]
 
 
-def test_self_rag_refuses_a_draft_count_or_a_signal_it_cannot_use():
-    with pytest.raises(ConfigError, match="confidence_drafts"):
+def test_self_rag_says_where_its_retired_confidence_settings_went():
+    with pytest.raises(ConfigError, match="'self_rag.confidence_drafts' was retired: a lab setting"):
         create_method("self_rag", ScriptedBackend([]), TwoDocs(), {"self_rag": {"confidence_drafts": 0}})
-    with pytest.raises(ConfigError, match="confidence_also_read.* 'agreement'"):
-        create_method("self_rag", ScriptedBackend([]), TwoDocs(), {"self_rag": {"confidence_also_read": ["agree"]}})
+    with pytest.raises(ConfigError, match="'self_rag.confidence_model' was retired: confidence: PATH.json"):
+        create_method("self_rag", ScriptedBackend([]), TwoDocs(), {"self_rag": {"confidence_model": "m.json"}})
+    with pytest.raises(ConfigError, match="config key 'self_rag.confidence'"):
+        create_method("self_rag", ScriptedBackend([]), TwoDocs(), {"self_rag": {"confidence": "maybe"}})
 
 
 # -- in the methods ---------------------------------------------------------------------
@@ -225,8 +227,7 @@ def model_file(tmp_path, **weights) -> str:
 
 async def test_self_rag_reads_the_joint_s_confidence_and_every_call_feeds_the_answer_or_it(tmp_path):
     llm = ScriptedBackend(joint_script())
-    cfg = {"self_rag": {"retrieval_mode": "always", "confidence_model": model_file(tmp_path, seq=1.0, p_true=1.0,
-                                                                                    lift=1.0)}}
+    cfg = {"self_rag": {"retrieval_mode": "always", "confidence": model_file(tmp_path, seq=1.0, p_true=1.0, lift=1.0)}}
     response = await create_method("self_rag", llm, TwoDocs(), cfg).answer(Q)
     assert response.answer == "South Shields"
     calls = [s.action for s in response.reasoning_chain if s.llm_calls]
@@ -250,28 +251,27 @@ async def test_the_default_self_rag_makes_only_the_calls_its_answer_and_packaged
     assert response.num_llm_calls == len(expected) and response.confidence is not None
 
 
-async def test_self_rag_records_signals_its_rule_does_not_weigh_when_asked_and_a_fit_can_use_them(tmp_path):
-    cfg = {"self_rag": {"retrieval_mode": "always", "confidence_model": model_file(tmp_path, seq=1.0),
-                        "confidence_also_read": ["agreement"], "confidence_drafts": 2}}
+async def test_a_fitted_rule_that_weighs_agreement_samples_the_drafts(tmp_path):
+    cfg = {"self_rag": {"retrieval_mode": "always", "confidence": model_file(tmp_path, seq=1.0, agreement=0.0)}}
     response = await create_method("self_rag", ScriptedBackend(joint_script()), TwoDocs(), cfg).answer(Q)
     calls = [s.action for s in response.reasoning_chain if s.llm_calls]
-    assert calls == ["generate", "confidence_draft", "confidence_draft"]
+    assert calls == ["generate"] + ["confidence_draft"] * DRAFTS
     signals = response.details["confidence"]["signals"]
     assert signals["agreement"] == 1.0 and signals["p_true"] is None
-    assert response.confidence == pytest.approx(sigmoid(-0.2), abs=1e-4)  # the rule weighs seq alone
+    assert response.confidence == pytest.approx(sigmoid(-0.2), abs=1e-4)  # agreement weighs 0 here
 
 
 async def test_self_rag_abstains_below_a_confidence_threshold(tmp_path):
-    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_below_confidence": 0.9,
-                        "confidence_model": model_file(tmp_path, p_true=4.0)}}
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain": ["confidence < 0.9"],
+                        "confidence": model_file(tmp_path, p_true=4.0)}}
     response = await create_method("self_rag", ScriptedBackend(joint_script()), TwoDocs(), cfg).answer(Q)
     assert response.abstained is True and response.answer == "insufficient evidence"
     assert response.details["withheld_answer"] == "South Shields"
     assert response.details["abstain_reason"].startswith("the answer's confidence")
     assert response.confidence is not None and response.confidence < 0.9
     off = await create_method("self_rag", ScriptedBackend(joint_script()), TwoDocs(),
-                              {"self_rag": {"retrieval_mode": "always", "confidence_model": cfg["self_rag"][
-                                  "confidence_model"]}}).answer(Q)
+                              {"self_rag": {"retrieval_mode": "always", "confidence": cfg["self_rag"][
+                                  "confidence"]}}).answer(Q)
     assert off.abstained is False  # off by default, as in the seeds
 
 

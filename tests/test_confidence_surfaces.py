@@ -6,7 +6,7 @@ import pytest
 
 from selfrag.cli.output import confidence_line
 from selfrag.eval.results import prediction_record
-from selfrag.methods.steps.confidence import LOW, confidence_words
+from selfrag.methods.critique.confidence import LOW, confidence_words
 from selfrag.serve.view import trace_view
 from selfrag.types import Question, RAGResponse
 

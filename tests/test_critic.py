@@ -9,7 +9,7 @@ from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.methods.core.trace import Run
 from selfrag.methods.critique import Critic, CriticConfig, Task, choose_source, drafts
-from selfrag.reflection.readings import first_sentence
+from selfrag.reflection.readings import first_sentence, segment_score, normalised, rating
 from selfrag.reflection.score import Weights
 from selfrag.types import Document, RetrievalResult
 from tests.conftest import StaticRetriever
@@ -96,7 +96,7 @@ async def test_label_probs_read_with_one_token_calls():
     run = run_for(llm)
     reading, step = await Critic(llm).retrieval(run, Task(Q))
     assert reading.source == "label_probs"
-    assert reading.raw == pytest.approx({"yes": 0.6, "no": 0.2, "continue": 0.0})
+    assert reading.probs == pytest.approx({"yes": 0.6, "no": 0.2, "continue": 0.0})
     assert reading.value == pytest.approx(0.75)  # 0.6 / (0.6 + 0.2)
     call = llm.calls[0]
     assert (call.max_tokens, call.top_logprobs) == (1, 20)
@@ -109,7 +109,7 @@ async def test_text_source_counts_the_written_label_as_probability_one():
     llm = ScriptedBackend(["Yes, it does."], supports_logprobs=False)
     reading, step = await Critic(llm).retrieval(run_for(llm), Task(Q))
     assert reading.source == "text"
-    assert reading.raw == {"yes": 1.0, "no": 0.0, "continue": 0.0}
+    assert reading.probs == {"yes": 1.0, "no": 0.0, "continue": 0.0}
     assert llm.calls[0].top_logprobs == 0 and llm.calls[0].max_tokens == 8
     assert step.details["critique_source"] == "text"
 
@@ -117,7 +117,7 @@ async def test_text_source_counts_the_written_label_as_probability_one():
 async def test_an_unreadable_text_label_has_no_mass():
     llm = ScriptedBackend(["I am not sure."], supports_logprobs=False)
     reading, step = await Critic(llm).retrieval(run_for(llm), Task(Q))
-    assert reading.probs is None and reading.value is None
+    assert normalised(reading) is None and reading.value is None
     assert step.details["probs"] == "none (no probability mass)"
     assert step.details["note"] == "no label in the text"
 
@@ -127,7 +127,7 @@ async def test_missing_log_probs_are_reported_not_hidden():
     llm = ScriptedBackend(["no"])
     reading, step = await Critic(llm).retrieval(run_for(llm), Task(Q))
     assert reading.source == "text"
-    assert reading.raw["no"] == 1.0
+    assert reading.probs["no"] == 1.0
     assert "no log-probabilities" in step.details["note"]
 
 
@@ -160,11 +160,11 @@ async def test_instruction_drafts_budget_scores_and_grouped_trace():
     out = await drafts(Critic(llm), run, Task(Q), [DOC_A, DOC_B])
     a, b = out
     assert (a.text, b.text) == ("Paris", "Lyon")
-    assert a.rel == pytest.approx(0.8) and a.sup == pytest.approx(0.8)  # 0.6 + 0.5·0.4
-    assert a.use == pytest.approx(0.75) and a.rating == pytest.approx(4.5)
+    assert a.value('relevance') == pytest.approx(0.8) and a.value('support') == pytest.approx(0.8)  # 0.6 + 0.5·0.4
+    assert a.value('utility') == pytest.approx(0.75) and rating(a) == pytest.approx(4.5)
     assert a.seq == pytest.approx(0.904837, abs=1e-6)  # exp(-0.1)
     assert b.seq == pytest.approx(0.740818, abs=1e-6)  # exp(mean(-0.4, -0.2))
-    assert b.label("support") == "no" and b.use == -1.0
+    assert b.label("support") == "no support" and b.value('utility') == -1.0
     # 4 calls per candidate; the trace groups each candidate's calls, in passage order.
     assert len(llm.calls) == 8
     assert [s.action for s in run.steps()] == [
@@ -209,8 +209,8 @@ async def test_reflection_drafts_one_call_per_passage():
         f"### Instruction:\n{Q}\n\n### Response:\n[Retrieval]<paragraph>Doc A\n{DOC_A.text}</paragraph>"
     )
     assert (llm.calls[0].max_tokens, llm.calls[0].top_logprobs) == (32, 20)
-    assert (a.rel, a.sup, a.use) == (pytest.approx(0.9), 1.0, 1.0)
-    assert (b.rel, b.sup, b.use) == (pytest.approx(0.2), 0.0, -1.0)
+    assert (a.value('relevance'), a.value('support'), a.value('utility')) == (pytest.approx(0.9), 1.0, 1.0)
+    assert (b.value('relevance'), b.value('support'), b.value('utility')) == (pytest.approx(0.2), 0.0, -1.0)
     # seq over [Relevant], text, support, utility: exp(mean(log 0.9, 0, 0, 0))
     assert a.seq == pytest.approx(0.9 ** 0.25)
     assert a.final and b.final
@@ -223,8 +223,8 @@ async def test_reflection_draft_without_a_support_token_is_missing_not_minus_100
     llm = ScriptedBackend({"<paragraph>": segment("Paris", rel=0.9)}, model="selfrag")
     run = run_for(llm)
     [draft] = await drafts(Critic(llm), run, Task(Q), [DOC_A])
-    assert draft.sup is None and draft.use is None
-    breakdown = draft.score(Weights())
+    assert draft.value('support') is None and draft.value('utility') is None
+    breakdown = segment_score(draft, Weights())
     assert breakdown.missing == ("sup", "use")
     assert run.steps()[0].details["support"] == "none (no probability mass)"
 
@@ -237,8 +237,8 @@ async def test_reflection_text_only_backend_parses_tokens_from_text():
     run = run_for(llm)
     [draft] = await drafts(Critic(llm), run, Task(Q), [DOC_A])
     assert draft.text == "Paris"
-    assert (draft.rel, draft.sup, draft.use) == (1.0, 0.5, 0.5)
-    assert draft.readings["support"].source == "text"
+    assert (draft.value('relevance'), draft.value('support'), draft.value('utility')) == (1.0, 0.5, 0.5)
+    assert draft.verdicts["support"].source == "text"
     assert llm.calls[0].top_logprobs == 0
     assert run.steps()[0].details["critique_source"] == "text"
 
@@ -271,7 +271,7 @@ async def test_known_relevance_is_not_asked_again():
     llm = ScriptedBackend(label_script())
     first = await drafts(Critic(llm), run_for(llm), Task(Q), [DOC_A])
     before = len(llm.calls)
-    await drafts(Critic(llm), run_for(llm), Task(Q), [DOC_A], known=[first[0].readings["relevance"]])
+    await drafts(Critic(llm), run_for(llm), Task(Q), [DOC_A], known=[first[0].verdicts["relevance"]])
     assert len(llm.calls) - before == 3  # generate, support, utility
 
 
@@ -319,7 +319,7 @@ async def test_a_critique_asked_again_reuses_its_reading_without_a_call():
     first, _ = await critic.retrieval(run, Task(Q))
     again, step = await critic.retrieval(run, Task(Q))
     assert len(llm.calls) == 1  # the second script entry is left: the same prompt was not sent again
-    assert again.raw == first.raw and again.value == pytest.approx(0.8)
+    assert again.probs == first.probs and again.value == pytest.approx(0.8)
     frozen = run.steps()
     assert [s.llm_calls for s in frozen] == [1, 0]
     assert frozen[1].action == "critique_retrieval" and frozen[1].details["reused"] is True

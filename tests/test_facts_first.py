@@ -8,7 +8,9 @@ import pytest
 
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
+from selfrag.methods.core.trace import Run
 from selfrag.methods.steps.facts_first import read_facts, read_final, read_verdict
+from selfrag.methods.steps.joint_answer import joint_answer
 from selfrag.types import Document, Question, RetrievalResult
 
 QUESTION = Question(id="y", text="Were Scott Derrickson and Ed Wood of the same nationality?")
@@ -63,7 +65,7 @@ def script(facts_reply: str, from_notes: str = "") -> dict:
 
 # The joint answers alone (its one-passage candidates wait for a joint without an answer); no
 # confidence calls, so the counts below are the facts path's own.
-CFG = {"self_rag": {"retrieval_mode": "always", "facts_first": "yes_no", "confidence": "off"}}
+CFG = {"self_rag": {"retrieval_mode": "always", "confidence": "off"}}  # yes/no: facts first, always
 
 
 async def test_a_yes_no_joint_writes_the_facts_then_reads_the_verdict(retriever):
@@ -96,20 +98,10 @@ async def test_with_no_notes_or_no_answer_from_them_the_plain_prompt_answers(ret
     assert sum("Use the documents below to answer." in c.prompt_text() for c in llm.calls) == 1
 
 
-def test_yes_no_is_the_default():
-    from selfrag.methods.catalog.self_rag.method import SelfRAGConfig
-
-    assert SelfRAGConfig().facts_first == "yes_no"
-
-
-async def test_off_or_for_other_questions_the_plain_prompt_is_used(retriever):
-    llm = ScriptedBackend(script(FACTS))
-    cfg = {"self_rag": {"retrieval_mode": "always", "facts_first": "off"}}
-    response = await create_method("self_rag", llm, retriever, cfg).answer(QUESTION)
-    assert not any(s.action == "generate_after_facts" for s in response.reasoning_chain)
+async def test_other_questions_use_the_plain_prompt(retriever):
     llm = ScriptedBackend(script(FACTS))
     response = await create_method("self_rag", llm, retriever, {"self_rag": {"retrieval_mode": "always"}}).answer(QUESTION)
-    assert any(s.action == "generate_after_facts" for s in response.reasoning_chain)  # the default
+    assert any(s.action == "generate_after_facts" for s in response.reasoning_chain)  # yes/no: facts first
     llm = ScriptedBackend({**script(FACTS), "Use the documents below": "American"})
     other = Question(id="w", text="What nationality was Ed Wood?")
     response = await create_method("self_rag", llm, retriever, CFG).answer(other)
@@ -136,28 +128,36 @@ def test_the_final_answer_is_the_last_answer_line(text, final):
 
 
 BRIDGE = Question(id="b", text="What was the father of Kasper Schmeichel voted to be by the IFFHS in 1992?")
-ALL = {"self_rag": {"retrieval_mode": "always", "facts_first": "all", "confidence": "off"}}
+
+
+async def facts_for_all(llm, retriever, question) -> tuple[str, Run]:
+    """A joint answer written facts first for every question (``facts_first: all``, the setting of
+    self_corrective and self_rag_segment)."""
+    run = Run(llm, retriever, {"max_tokens": 256})
+    docs = list((await retriever.retrieve(question.text, 3)).documents)
+    _, _, answer = await joint_answer(run, question, docs, 4000, name="3 passages", facts_first="all")
+    return answer, run
 
 
 async def test_a_two_hop_joint_writes_the_hops_then_the_answer(retriever):
     facts = ("- Kasper Schmeichel's father is Peter Schmeichel\n"
              "- Peter Schmeichel was voted the World's Best Goalkeeper in 1992\nAnswer: World's Best Goalkeeper")
     llm = ScriptedBackend({**script(facts), "Use the documents below to answer.": "Peter Schmeichel"})
-    response = await create_method("self_rag", llm, retriever, ALL).answer(BRIDGE)
-    assert response.answer == "World's Best Goalkeeper"
-    step = next(s for s in response.reasoning_chain if s.action == "generate_after_facts")
+    answer, run = await facts_for_all(llm, retriever, BRIDGE)
+    assert answer == "World's Best Goalkeeper"
+    step = next(s for s in run.records if s.action == "generate_after_facts")
     assert step.details["final"] == "World's Best Goalkeeper" and len(step.details["facts"]) == 2
     assert any("may take two steps" in c.prompt_text() for c in llm.calls)
     assert not any("Use the documents below to answer." in c.prompt_text() for c in llm.calls)
-    assert response.num_llm_calls == 1
+    assert len(llm.calls) == 1
 
 
 async def test_a_two_hop_reply_without_an_answer_line_is_read_by_the_short_call(retriever):
     notes = "Kasper's father is Peter Schmeichel, who was voted World's Best Goalkeeper in 1992."
     llm = ScriptedBackend(script(notes, from_notes="World's Best Goalkeeper"))
-    response = await create_method("self_rag", llm, retriever, ALL).answer(BRIDGE)
-    assert response.answer == "World's Best Goalkeeper" and response.num_llm_calls == 2
-    read = next(s for s in response.reasoning_chain if s.action == "answer_from_notes")
+    answer, run = await facts_for_all(llm, retriever, BRIDGE)
+    assert answer == "World's Best Goalkeeper" and len(llm.calls) == 2
+    read = next(s for s in run.records if s.action == "answer_from_notes")
     assert read.details["final"] == "World's Best Goalkeeper"
     assert any("Notes written" in c.prompt_text() and "a name, number, date or phrase" in c.prompt_text()
                for c in llm.calls)
@@ -165,14 +165,14 @@ async def test_a_two_hop_reply_without_an_answer_line_is_read_by_the_short_call(
 
 async def test_all_also_covers_yes_no_questions(retriever):
     llm = ScriptedBackend(script("- Scott Derrickson: American\n- Ed Wood: Canadian\nAnswer: no"))
-    response = await create_method("self_rag", llm, retriever, ALL).answer(QUESTION)
-    assert response.answer == "no"
+    answer, _ = await facts_for_all(llm, retriever, QUESTION)
+    assert answer == "no"
     assert any("Then compare those facts" in c.prompt_text() for c in llm.calls)
 
 
 async def test_the_separate_mode_writes_its_yes_no_joint_after_the_facts_too(retriever):
-    """Its joint used to be one more plain-prompt candidate, so facts_first never reached it: the
-    0.5B model's separate mode gave vanilla_rag's answer to all 17 yes/no questions."""
+    """Its joint used to be one more plain-prompt candidate, so the facts never reached it: the 0.5B
+    model's JSON critic gave vanilla_rag's answer to all 17 yes/no questions."""
     llm = ScriptedBackend({
         "You judge whether a document is relevant": '{"relevance": "relevant"}',
         "You judge how well a response is supported": '{"support": "fully_supported"}',
@@ -181,7 +181,7 @@ async def test_the_separate_mode_writes_its_yes_no_joint_after_the_facts_too(ret
         "Use the documents below": "Yes",
     })
     # selection: critique judges the joint like a candidate (ties go to the joint, listed first)
-    cfg = {"self_rag": {"retrieval_mode": "always", "critique": "separate", "selection": "critique"}}
+    cfg = {"self_rag": {"retrieval_mode": "always", "critic": "json", "selection": "critique"}}
     response = await create_method("self_rag", llm, retriever, cfg).answer(QUESTION)
     assert response.answer == "no"
     step = next(s for s in response.reasoning_chain if s.action == "generate_after_facts")

@@ -11,9 +11,9 @@ import pytest
 from selfrag.cli.main import main
 from selfrag.llm.scripted import ScriptedBackend
 from selfrag.methods import create_method
-from selfrag.methods.steps import calibration_store
-from selfrag.methods.steps.decision import ANCHORS_RETRIEVE, ANCHORS_SKIP
-from selfrag.methods.steps.look_first import coverage
+from selfrag.methods.critique import calibration_store
+from selfrag.methods.critique.decision import ANCHORS_RETRIEVE, ANCHORS_SKIP
+from selfrag.methods.critique.look_first import coverage
 from selfrag.retrieval import BM25Retriever
 from selfrag.serve.openai_format import completion
 from selfrag.serve.payload import answer_payload
@@ -138,9 +138,10 @@ def test_a_second_ask_makes_no_calibration_call(tmp_path, notes, capsys, monkeyp
     assert kept["details"]["kept"] is True and str(store) in kept["action_input"]
     assert json.loads(second)["answer"] == "Maria"
     # Another prompt is another calibration.
-    prompt = tmp_path / "decide.txt"
-    prompt.write_text("Look it up for {question}? yes or no")
-    assert main([*argv, "--set", f"self_rag.prompt_path={prompt}"]) == 0
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "self_rag.txt").write_text("Look it up for {question}? yes or no")
+    monkeypatch.setenv("SELFRAG_PROMPT_DIR", str(tmp_path / "prompts"))
+    assert main(argv) == 0
     assert calibration_calls(capsys.readouterr().out) == 12
 
 

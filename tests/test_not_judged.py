@@ -9,6 +9,7 @@ from selfrag.cli.output import print_response
 from selfrag.eval.results import prediction_record
 from selfrag.methods.steps.candidates import candidate_row
 from selfrag.reflection.judged import not_judged
+from selfrag.reflection.readings import written
 from selfrag.serialize import response_json
 from selfrag.serve.payload import answer_payload
 from selfrag.serve.view import trace_view
@@ -16,11 +17,12 @@ from selfrag.types import Candidate, Document, Question, RAGResponse, ReasoningS
 
 PASSAGE = Document(id="espresso", title="notes/espresso.md § Temperature", text="Brew at 93 degrees.")
 # The reply held an answer but no usable [IsSup] line: support is the parser's default.
-DEFAULTED = Candidate(text="93 degrees", passage=PASSAGE, relevance="relevant", support="no support", utility=4,
-                      score=4.5, details={"passage_indices": [1], "defaults_used": ["support"]})
+DEFAULTED = Candidate(text="93 degrees", passages=(PASSAGE,), indices=(1,), score=4.5, verdicts={
+    "relevance": written("relevance", "relevant", "prompted"),
+    "support": written("support", "no support", "prompted", default=True),
+    "utility": written("utility", 4, "prompted")})
 # The joint candidate whose verdicts were never asked.
-UNASKED = Candidate(text="93 degrees", passage=PASSAGE, score=0.0,
-                    details={"passage_indices": [1], "joint": True, "defaults_used": []})
+UNASKED = Candidate(text="93 degrees", passages=(PASSAGE,), indices=(1,), joint=True, score=0.0)
 STEPS = (
     ReasoningStep(step_id=1, thought="", action="retrieve", action_input="q", observation="1 passage",
                   retrieval_calls=1, details={"documents": [{"id": "espresso", "title": PASSAGE.title, "score": 1.0}]}),

@@ -210,7 +210,7 @@ async def test_the_mean_reading_hand_checked(france_docs):
     likely = await known_relevance(critic, run, Q, result)  # the likelihood half, made first
     assert [round(r.value, 4) for r in likely] == [0.8808, 0.5, 0.1192]
     written = await drafts(critic, run, Task(Q), list(france_docs), known=likely)
-    readings = [d.readings["relevance"] for d in written]
+    readings = [d.verdicts["relevance"] for d in written]
     assert [round(r.value, 4) for r in readings] == [0.8904, 0.5, 0.1096]
     assert {r.source for r in readings} == {"label_and_likelihood"}
     assert "mean of P(relevant) 0.900 and question likelihood 0.881" in readings[0].note
@@ -226,7 +226,7 @@ async def test_a_known_mean_reading_stands_in_a_later_draft(france_docs):
     final (only a likelihood half is averaged with the label question), so it is not averaged again."""
     from selfrag.methods.critique.drafts import drafts
     from selfrag.methods.critique.relevance import averaged
-    from selfrag.reflection.readings import Reading
+    from selfrag.reflection.readings import reading as Reading
 
     llm = ScriptedBackend(likelihood_script())
     critic = Critic(llm, CriticConfig(source="label_probs", relevance="label_and_likelihood"))
@@ -234,5 +234,5 @@ async def test_a_known_mean_reading_stands_in_a_later_draft(france_docs):
     likely = Reading("relevance", {"relevant": 0.3, "irrelevant": 0.7}, "question_likelihood")
     mean = averaged(label, likely)
     written = await drafts(critic, Run(llm, None, {}), Task(Q), [france_docs[0]], known=[mean])
-    assert written[0].readings["relevance"] is mean and round(mean.value, 4) == 0.6
+    assert written[0].verdicts["relevance"] is mean and round(mean.value, 4) == 0.6
     assert not any("Does the document above give information" in c.prompt_text() for c in llm.calls)

@@ -77,7 +77,7 @@ async def test_self_rag_a_candidate_quoting_a_planted_verdict_gains_nothing(plan
         "Answer: Saturn": "4",
         "Answer: Jupiter": "4",
     })
-    rag = SelfRAG(llm, retriever, {"top_k": 2, "num_candidates": 2, "joint_candidate": False, "confidence": "off"})
+    rag = SelfRAG(llm, retriever, {"top_k": 2, "num_candidates": 2, "joint_passages": 0, "confidence": "off"})
     response = await rag.answer(Question(id="q", text="Which planet is the largest?"))
     prompt = next(r.prompt_text() for r in llm.calls if "Saturn is the largest" in r.prompt_text())
     passage = prompt.split('title="Planets">', 1)[1].split("</document>", 1)[0]

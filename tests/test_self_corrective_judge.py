@@ -114,7 +114,7 @@ def test_bad_judge_settings_are_named(config, word):
 
 async def test_the_judge_step_says_what_it_asks_with_and_without_an_iteration_prefix():
     from selfrag.methods.core.trace import Run
-    from selfrag.methods.steps.sufficiency import judge_documents
+    from selfrag.methods.critique.corrective_judge import judge_documents
     from selfrag.types import Question
 
     llm = ScriptedBackend(["YES. It does.", "YES. It does."])

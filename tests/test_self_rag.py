@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
+from selfrag.config import load_config
 from selfrag.data import demo_corpus
 from selfrag.errors import BackendError
 from selfrag.llm import DelayedBackend, ScriptedBackend
@@ -44,13 +46,13 @@ def keyed(decision, passages=None, utilities=None, direct=None) -> ScriptedBacke
     return ScriptedBackend(script)
 
 
+SEED000 = load_config(Path(__file__).parents[1] / "configs" / "self_rag_seed000.yaml").method_section("self_rag")
+
+
 def self_rag(llm, retriever, **config) -> SelfRAG:
-    # Seed 000's pipeline and call budget (1 + 2n): one candidate per passage, no joint candidate,
-    # no confidence reading after the selection.
-    config.setdefault("joint_candidate", False)
-    config.setdefault("confidence", "off")
-    config.setdefault("retrieval_mode", "adaptive")  # the question-only decision these tests script
-    return SelfRAG(llm, retriever, config)
+    """Seed 000's pipeline as its preset ships it (configs/self_rag_seed000.yaml), with the seed tests'
+    own top_k and num_candidates."""
+    return SelfRAG(llm, retriever, {**SEED000, **config})
 
 
 def actions(response) -> list[str]:
@@ -200,7 +202,7 @@ async def test_malformed_llm_response_handles_gracefully(france_retriever):
     assert response.answer == "Paris is the capital"
     c = response.candidates[0]
     assert (c.relevance, c.support, c.utility) == ("relevant", "partially supported", 3)
-    assert c.details["defaults_used"] == ["relevance", "support", "utility"]
+    assert [name for name, v in c.verdicts.items() if v.default] == ["relevance", "support", "utility"]
     steps = {s.action: s for s in response.reasoning_chain}
     assert steps["generate_and_critique"].details["defaults_used"] == ["relevance", "support"]
     assert steps["rate_utility"].details["default_used"] is True
@@ -422,7 +424,7 @@ def test_default_config_values(france_retriever):
     assert rag.config["top_k"] == 5
     assert rag.config["num_candidates"] == 3
     assert rag.config["max_context_tokens"] == 4000
-    assert rag.config["critique"] == "combined"
+    assert rag.config["critic"] == "prompted"
 
 
 def test_custom_config_values(france_retriever):
@@ -482,12 +484,12 @@ async def answer_with_model(embedded_llm, critique: str, retrieval_mode: str):
         None,
         {
             "self_rag": {
-                "critique": critique,
+                "critic": critique,
                 "num_candidates": 2,
                 "top_k": 2,
                 "max_context_tokens": 200,
                 "retrieval_mode": retrieval_mode,
-                "joint_candidate": False,  # one candidate per passage: the budget below
+                "joint_passages": 0,  # one candidate per passage: the budget below
                 "confidence": "off",
             }
         },
@@ -498,7 +500,7 @@ async def answer_with_model(embedded_llm, critique: str, retrieval_mode: str):
     elapsed = time.perf_counter() - start  # printed for information, never asserted
     print(f"\n{critique}/{retrieval_mode}: {response.num_llm_calls} calls in {elapsed:.1f} s: {response.answer!r}")
     assert isinstance(response.answer, str) and response.answer
-    assert response.details["critique"] == critique
+    assert response.details["critic"] == critique
     return response, retriever
 
 
@@ -522,7 +524,7 @@ def assert_retrieval_path(response, retriever, critique: str, decision_calls: in
     candidates = response.candidates
     # Every candidate was written from one of the retrieved passages, in retrieval order.
     assert [c.passage.id for c in candidates] == [i for i in retrieved if i in {c.passage.id for c in candidates}]
-    if critique == "combined":
+    if critique == "prompted":
         assert [c.passage.id for c in candidates] == retrieved
         generated = [s.details["passage_id"] for s in chain if s.action == "generate_and_critique"]
         assert generated == retrieved
@@ -544,7 +546,7 @@ def assert_retrieval_path(response, retriever, critique: str, decision_calls: in
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("critique", ["combined", "separate"])
+@pytest.mark.parametrize("critique", ["prompted", "json"])
 async def test_embedded_model_takes_the_retrieval_path_when_told_to(embedded_llm, critique):
     # retrieval_mode "always": no decision call, so the retrieval path is taken whatever the model thinks.
     response, retriever = await answer_with_model(embedded_llm, critique, "always")
@@ -554,13 +556,13 @@ async def test_embedded_model_takes_the_retrieval_path_when_told_to(embedded_llm
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("critique", ["combined", "separate"])
+@pytest.mark.parametrize("critique", ["prompted", "json"])
 async def test_embedded_model_adaptive_decision_matches_the_path_taken(embedded_llm, critique):
     response, retriever = await answer_with_model(embedded_llm, critique, "adaptive")
     decision = response.reasoning_chain[0]
     # The model's own verdict, one call, decides the path; whichever it is, the rest must agree.
     assert decision.action == "retrieval_decision" and decision.llm_calls == 1
-    needed = decision.details["retrieval_needed"] if critique == "combined" else decision.details["needs_retrieval"]
+    needed = decision.details["retrieval_needed"] if critique == "prompted" else decision.details["needs_retrieval"]
     assert needed is response.retrieval_needed is response.details["retrieval_needed"]
     if response.retrieval_needed:
         assert_retrieval_path(response, retriever, critique, decision_calls=1)

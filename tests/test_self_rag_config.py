@@ -12,19 +12,18 @@ from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.methods.catalog.self_rag.method import SelfRAG
 from selfrag.methods.factory import create_architecture, get_method_class
-from selfrag.methods.steps.decision import DEFAULT_THRESHOLD
+from selfrag.methods.critique.decision import DEFAULT_THRESHOLD
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-VARIANTS = {  # retriever, subset, critique, top_k
-    "self_rag.yaml": ("bm25", 100, "combined", 10),
-    "self_rag_fused.yaml": ("bm25", 100, "fused", 10),
-    "self_rag_always.yaml": ("bm25", 100, "combined", 10),
-    "self_rag_dense.yaml": ("dense", 100, "combined", 10),
-    "self_rag_hybrid.yaml": ("hybrid", 100, "combined", 10),
-    "self_rag_bm25_full.yaml": ("bm25", None, "combined", 10),
-    "self_rag_dense_full.yaml": ("dense", None, "combined", 10),
-    "self_rag_hybrid_full.yaml": ("hybrid", None, "combined", 10),
-    "self_rag_separate.yaml": ("bm25", 100, "separate", 10),
+VARIANTS = {  # retriever, subset, critic, top_k
+    "self_rag.yaml": ("bm25", 100, "prompted", 10),
+    "self_rag_always.yaml": ("bm25", 100, "prompted", 10),
+    "self_rag_dense.yaml": ("dense", 100, "prompted", 10),
+    "self_rag_hybrid.yaml": ("hybrid", 100, "prompted", 10),
+    "self_rag_bm25_full.yaml": ("bm25", None, "prompted", 10),
+    "self_rag_dense_full.yaml": ("dense", None, "prompted", 10),
+    "self_rag_hybrid_full.yaml": ("hybrid", None, "prompted", 10),
+    "self_rag_separate.yaml": ("bm25", 100, "json", 10),
 }
 
 
@@ -61,7 +60,10 @@ def test_the_section_wins_over_top_level_keys(llm):
     [
         ({"self_rag": {"num_candidate": 2}}, "unknown config key 'self_rag.num_candidate'"),
         ({"beam_width": 2}, "unknown config key 'beam_width' for method self_rag"),
-        ({"self_rag": {"critique": "both"}}, "config key 'self_rag.critique'"),
+        ({"self_rag": {"critic": "both"}}, "config key 'self_rag.critic'"),
+        ({"self_rag": {"critique": "combined"}}, "config key 'self_rag.critique' was retired: critic: prompted"),
+        ({"self_rag": {"abstain": ["relevance < 2"]}}, "abstain rule 'relevance < 2' is not one of"),
+        ({"self_rag": {"joint_passages": 1}}, "config key 'self_rag.joint_passages'"),
         ({"self_rag": {"num_candidates": 0}}, "config key 'self_rag.num_candidates'"),
         ({"self_rag": {"top_k": "many"}}, "config key 'self_rag.top_k'"),
     ],
@@ -75,32 +77,18 @@ def test_bad_config_is_a_one_line_error_naming_the_key(llm, config, message):
 def test_config_schema_lists_keys_and_defaults():
     schema = SelfRAG.get_config_schema()
     assert {k: v[2] for k, v in schema.items()} == {
-        "critique": "combined",
+        "critic": "prompted",
+        "retrieval_mode": "look_first",
         "top_k": None,  # inherits retrieval.top_k
         "num_candidates": 3,
-        "max_context_tokens": 4000,
-        "prompt_path": None,
-        "critic_max_tokens": 32,
-        "retrieval_mode": "look_first",
-        "retrieval_threshold": DEFAULT_THRESHOLD,
-        "joint_candidate": True,
         "joint_passages": 5,
-        "joint_ranking": "auto",
-        "facts_first": "yes_no",
-        "answer_reading": "text",
         "selection": "joint_first",
-        "passage_candidates": "fallback",
-        "retrieve_own_evidence": True,
-        "abstain_below": None,
-        "abstain_min_relevance": None,
-        "abstain_unconfirmed": False,
-        "abstain_below_confidence": None,
+        "abstain": (),
         "confidence": "reflection",
-        "confidence_model": None,
-        "confidence_also_read": (),
-        "confidence_drafts": 10,
-        "confidence_draft_temperature": 0.7,
+        "max_context_tokens": 4000,
     }
+    # The user's settings only: every study knob is a preset, a lab setting, or retired with a message.
+    assert len(schema) <= 10
     assert not any(required for _, required, _ in schema.values())
 
 
@@ -124,7 +112,7 @@ def test_yaml_variant_loads_through_its_parents(name):
     assert cfg.architecture.name == "self_rag" and cfg.experiment.name == name.removesuffix(".yaml")
     assert cfg.retrieval.method == method and cfg.data.subset_size == subset
     config = SelfRAG(ScriptedBackend([]), None, cfg.method_section("self_rag")).config
-    assert (config.critique, config.top_k, config.num_candidates) == (critique, top_k, 3)
+    assert (config.critic, config.top_k, config.num_candidates) == (critique, top_k, 3)
     # Every mode's joint candidate chooses its passages from the same pool (the fused mode once read 5 of 5).
     assert config.joint_passages == 5
     assert config.retrieval_mode == ("always" if name == "self_rag_always.yaml" else "look_first")
@@ -134,15 +122,17 @@ def test_set_overrides_reach_the_method():
     from selfrag.config import load_config
 
     cfg = load_config(
-        None, ["architecture.name=self_rag", "self_rag.critique=separate", "retrieval.top_k=4"]
+        None, ["architecture.name=self_rag", "self_rag.critic=json", "retrieval.top_k=4"]
     )
     section = cfg.method_section()
-    assert section == {"critique": "separate", "top_k": 4}
+    assert section == {"critic": "json", "top_k": 4}
+    with pytest.raises(ConfigError, match="'self_rag.critique' was retired"):
+        load_config(None, ["architecture.name=self_rag", "self_rag.critique=separate"])
     with pytest.raises(ConfigError, match="self_rag.num_candidatez"):
         load_config(None, ["architecture.name=self_rag", "self_rag.num_candidatez=2"])
 
 
-@pytest.mark.parametrize("key", ["confidence", "facts_first"])
+@pytest.mark.parametrize("key", ["confidence"])
 def test_a_bare_yaml_off_means_off(key, tmp_path):
     """YAML 1.1 reads an unquoted ``off`` as False; a setting whose modes include off takes it back."""
     from selfrag.config import load_config

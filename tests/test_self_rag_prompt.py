@@ -9,8 +9,8 @@ import pytest
 from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
 from selfrag.methods.catalog.self_rag.method import SelfRAG
-from selfrag.methods.steps import decision as module
-from selfrag.methods.steps.decision import FALLBACK_DECISION_PROMPT, SYSTEM
+from selfrag.methods.critique import decision as module
+from selfrag.methods.critique.decision import FALLBACK_DECISION_PROMPT, SYSTEM
 from selfrag.prompts import load_prompt, placeholders, render
 
 QUESTION = "What is the capital of France?"
@@ -73,32 +73,32 @@ async def test_inline_fallback_when_the_packaged_file_is_missing(france_retrieve
     assert response.answer == "Paris"
 
 
-async def test_custom_prompt_path(tmp_path, france_retriever):
-    path = tmp_path / "decide.txt"
-    path.write_text("Retrieve for {question}? yes/no")
+async def test_custom_decision_prompt(tmp_path, france_retriever, monkeypatch):
+    (tmp_path / "self_rag.txt").write_text("Retrieve for {question}? yes/no")
+    monkeypatch.setenv("SELFRAG_PROMPT_DIR", str(tmp_path))
     llm = ScriptedBackend(["no", "Paris"])
-    await SelfRAG(llm, france_retriever, {**ADAPTIVE, "prompt_path": str(path)}).answer(QUESTION)
+    await SelfRAG(llm, france_retriever, ADAPTIVE).answer(QUESTION)
     assert llm.calls[0].messages[-1].content == f"Retrieve for {QUESTION}? yes/no"
 
 
-def test_a_missing_custom_prompt_is_a_clear_error(tmp_path):
-    with pytest.raises(ConfigError, match="prompt file not found"):
+def test_the_retired_prompt_path_says_where_a_template_goes(tmp_path):
+    with pytest.raises(ConfigError, match="prompt_path' was retired: put your decision template"):
         SelfRAG(ScriptedBackend([]), None, {"prompt_path": str(tmp_path / "nope.txt")})
 
 
 @pytest.mark.parametrize("text", ["No placeholder here", "{question} and {context}", "broken {"])
-def test_a_custom_prompt_needs_only_the_question_placeholder(tmp_path, text):
-    path = tmp_path / "bad.txt"
-    path.write_text(text)
+def test_a_custom_prompt_needs_only_the_question_placeholder(tmp_path, text, monkeypatch):
+    (tmp_path / "self_rag.txt").write_text(text)
+    monkeypatch.setenv("SELFRAG_PROMPT_DIR", str(tmp_path))
     with pytest.raises(ConfigError, match="retrieval-decision prompt"):
-        SelfRAG(ScriptedBackend([]), None, {"prompt_path": str(path)})
+        SelfRAG(ScriptedBackend([]), None, {})
 
 
 async def test_passages_are_delimited_in_every_critique_prompt(france_retriever):
     llm = ScriptedBackend(
         {"checked in reference documents": "yes", "<document": "Paris", "Answer: Paris": "4"}
     )
-    await SelfRAG(llm, france_retriever, {"num_candidates": 2, "joint_candidate": False}).answer(QUESTION)
+    await SelfRAG(llm, france_retriever, {"num_candidates": 2, "joint_passages": 0}).answer(QUESTION)
     critique = [c.prompt_text() for c in llm.calls if "[IsRel]" in c.prompt_text()]
     assert len(critique) == 2
     assert (

@@ -19,7 +19,7 @@ from selfrag.methods.core.answer_format import answer_format
 from selfrag.methods.core.answer_shape import finalize_answer, is_yes_no, malformed, yes_no
 from selfrag.methods.core.trace import Run
 from selfrag.methods.steps.abstention import agree
-from selfrag.methods.steps.decision import ANCHORS_RETRIEVE, ANCHORS_SKIP, names_something
+from selfrag.methods.critique.decision import ANCHORS_RETRIEVE, ANCHORS_SKIP, names_something
 from selfrag.methods.steps.evidence import best_fused, impute, rank_evidence
 from selfrag.types import Document, Question, RetrievalResult
 
@@ -93,7 +93,7 @@ def test_labels_only_output_is_never_selected(two_hop_retriever):
         "Answer: \n": "5",
     })
     method = create_method("self_rag", llm, two_hop_retriever,
-                           {"self_rag": {"retrieval_mode": "always", "joint_candidate": False}})
+                           {"self_rag": {"retrieval_mode": "always", "joint_passages": 0}})
     import asyncio
 
     response = asyncio.run(method.answer(TWO_HOP))
@@ -109,7 +109,7 @@ async def test_when_every_candidate_is_empty_one_answer_is_written_over_all_pass
         "Use the documents below": "South Shields",
     })
     method = create_method("self_rag", llm, two_hop_retriever,
-                           {"self_rag": {"retrieval_mode": "always", "joint_candidate": False}})
+                           {"self_rag": {"retrieval_mode": "always", "joint_passages": 0}})
     response = await method.answer(TWO_HOP)
     assert response.answer == "South Shields"
     assert response.reasoning_chain[-1].action == "generate"
@@ -131,36 +131,10 @@ def joint_script(director_support: str = "fully supported", joint_support: str =
     }
 
 
-async def test_the_joint_candidate_reads_every_passage_not_judged_irrelevant(two_hop_retriever):
-    llm = ScriptedBackend(joint_script())
-    cfg = {"self_rag": {"retrieval_mode": "always", "joint_ranking": "fused", "confidence": "off"}}
-    method = create_method("self_rag", llm, two_hop_retriever, cfg)
-    response = await method.answer(TWO_HOP)
-    joint, *per_passage = response.candidates
-    assert joint.details["joint"] is True and joint.details["passage_indices"] == [1, 2]
-    assert [c.details["passage_index"] for c in per_passage] == [1, 2, 3]
-    # Equal support: the joint candidate stands (utility does not decide against it).
-    assert response.answer == "South Shields"
-    # 3 passages × 2 calls, then the joint candidate's answer (no decision call; its own support and
-    # utility verdicts would change nothing under joint_first, so they are not asked).
-    assert response.num_llm_calls == 2 * 3 + 1
-    joint_prompt = next(c.prompt_text() for c in llm.calls if "Use the documents below" in c.prompt_text())
-    assert DOC_DIRECTOR in joint_prompt and DOC_BIRTH in joint_prompt
-    assert DOC_OTHER not in joint_prompt  # judged irrelevant
-    assert response.details["context_used"] == [DOC_DIRECTOR, DOC_BIRTH]
-    # The answer reads the selected candidate's passages, not all three, and cites the one that holds
-    # it (the bridge is not seen: these passages are titled "Doc 1", "Doc 2").
-    assert [d.text for d in response.read] == [DOC_DIRECTOR, DOC_BIRTH]
-    assert [d.text for d in response.citations] == [DOC_BIRTH]
-    ranked = next(s for s in response.reasoning_chain if s.action == "rank_evidence")
-    assert [p["kept"] for p in ranked.details["passages"]] == [True, True, False]
-    assert ranked.details["ranked_by"] == "fused"
-
-
 async def test_by_default_the_joint_passages_are_chosen_by_evidence_before_any_verdict(two_hop_retriever):
     """A small model's [IsRel] verdict separates gold passages at chance, so combined mode ranks the
     joint's passages by the lexical prior alone, before any verdict. By default the joint is then
-    written alone (it answers); with passage_candidates: always, alongside the one-passage chains."""
+    written alone (it answers)."""
     llm = ScriptedBackend(joint_script())
     method = create_method("self_rag", llm, two_hop_retriever,
                            {"self_rag": {"retrieval_mode": "always", "confidence": "off"}})
@@ -171,33 +145,20 @@ async def test_by_default_the_joint_passages_are_chosen_by_evidence_before_any_v
     assert ranked.details["ranked_by"] == "prior"
     assert [p["model"] for p in ranked.details["passages"]] == [None, None, None]
     joint = response.candidates[0]
-    assert joint.details["joint"] is True and joint.details["passage_indices"] == [1, 2, 3]
+    assert joint.joint is True and list(joint.indices) == [1, 2, 3]
     assert response.answer == "South Shields" and response.num_llm_calls == 1
-    always = await create_method("self_rag", ScriptedBackend(joint_script()), two_hop_retriever,
-                                 {"self_rag": {"retrieval_mode": "always", "confidence": "off",
-                                               "passage_candidates": "always"}}).answer(TWO_HOP)
-    assert always.answer == "South Shields" and always.num_llm_calls == 2 * 3 + 1
-    # Trace order stays readable: the three chains, then the joint candidate's answer.
-    calls = [s.action for s in always.reasoning_chain if s.action not in ("retrieve", "rank_evidence")]
-    assert calls[-2:] == ["generate", "select_best"] and calls.count("generate_and_critique") == 3
-
-
-async def test_the_separate_mode_still_ranks_by_its_relevance_filter(two_hop_retriever):
-    method = create_method("self_rag", ScriptedBackend({"{": "{}"}), two_hop_retriever,
-                           {"self_rag": {"retrieval_mode": "always", "critique": "separate"}})
-    assert method._ranks_by_prior is False
-    method = create_method("self_rag", ScriptedBackend({"{": "{}"}), two_hop_retriever,
-                           {"self_rag": {"critique": "separate", "joint_ranking": "prior"}})
-    assert method._ranks_by_prior is True
+    skipped = next(s for s in response.reasoning_chain if s.action == "passage_candidates")
+    assert skipped.observation == "3 one-passage candidates skipped"
 
 
 async def test_a_self_labelled_challenger_does_not_overturn_the_joint_candidate(two_hop_retriever):
     """Issue 16, the yes/no failure on the 1.5B model: the joint candidate said the right "no",
     rated "no support" by the support call, and a one-passage "yes" that labelled itself
-    "partially supported" won. With selection: joint_first (default) the joint answer stands."""
+    "partially supported" won. With selection: joint_first (default) the joint answer stands, even
+    when every candidate is written (an abstention rule that reads them)."""
     llm = ScriptedBackend(joint_script(joint_support="no support"))
     method = create_method("self_rag", llm, two_hop_retriever,
-                           {"self_rag": {"retrieval_mode": "always", "passage_candidates": "always"}})
+                           {"self_rag": {"retrieval_mode": "always", "abstain": ["unconfirmed"]}})
     response = await method.answer(TWO_HOP)
     assert response.answer == "South Shields"
     assert response.candidates[1].support == "fully supported"  # the challenger's own label
@@ -230,28 +191,25 @@ async def test_without_a_usable_joint_answer_the_best_one_passage_candidate_is_s
     assert [d["reason"] for d in discard.details["discarded"]] == ["reflection label"]
 
 
-ON_DEMAND = {"retrieval_mode": "always", "passage_candidates": "fallback", "confidence": "off"}
+ON_DEMAND = {"retrieval_mode": "always", "confidence": "off"}
 
 
-@pytest.mark.parametrize("critique", ["combined", "fused"])
-async def test_on_demand_a_joint_with_an_answer_is_written_alone(critique, two_hop_retriever):
-    """The joint is the answer whenever it has one (joint_first), so with passage_candidates:
-    fallback the one-passage candidates are not written: its answer only (its own verdicts would change
-    nothing)."""
+async def test_on_demand_a_joint_with_an_answer_is_written_alone(two_hop_retriever):
+    """The joint is the answer whenever it has one (joint_first), so the one-passage candidates are not
+    written: its answer only (its own verdicts would change nothing)."""
     llm = ScriptedBackend(joint_script())
-    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {**ON_DEMAND, "critique": critique}})
+    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": ON_DEMAND})
     response = await method.answer(TWO_HOP)
     assert response.answer == "South Shields"
     assert response.num_llm_calls == 1
     assert not any(DOC_OTHER in c.prompt_text() and DOC_DIRECTOR not in c.prompt_text() for c in llm.calls)
-    assert [c.details["joint"] for c in response.candidates] == [True]
+    assert [c.joint for c in response.candidates] == [True]
     skipped = next(s for s in response.reasoning_chain if s.action == "passage_candidates")
     assert skipped.observation == "3 one-passage candidates skipped"
-    # The same answer as the seed's pipeline, which writes them beside the joint.
-    always = await create_method("self_rag", ScriptedBackend(joint_script()), two_hop_retriever,
-                                 {"self_rag": {**ON_DEMAND, "critique": critique,
-                                               "passage_candidates": "always"}}).answer(TWO_HOP)
-    assert always.answer == response.answer and always.num_llm_calls > 1
+    # The same answer as when every candidate is written beside it.
+    every = await create_method("self_rag", ScriptedBackend(joint_script()), two_hop_retriever,
+                                {"self_rag": {**ON_DEMAND, "abstain": ["unconfirmed"]}}).answer(TWO_HOP)
+    assert every.answer == response.answer and every.num_llm_calls > 1
 
 
 async def test_on_demand_a_joint_without_an_answer_brings_the_one_passage_candidates_back(two_hop_retriever):
@@ -264,14 +222,14 @@ async def test_on_demand_a_joint_without_an_answer_brings_the_one_passage_candid
     assert step.observation == "joint: reflection label"
 
 
-@pytest.mark.parametrize("setting", [{"selection": "critique"}, {"abstain_unconfirmed": True},
-                                     {"joint_ranking": "fused"}, {"joint_candidate": False}])
+@pytest.mark.parametrize("setting", [{"selection": "critique"}, {"abstain": ["unconfirmed"]},
+                                     {"abstain": ["relevance < 0.5"]}, {"joint_passages": 0}])
 async def test_on_demand_candidates_are_written_whenever_something_reads_them(setting, two_hop_retriever):
-    """Selection by critique, abstention and a joint ranked by the verdicts read the one-passage
-    candidates (and without the joint there is nothing else): fallback writes them as always."""
+    """Selection by critique and abstention rules read the one-passage candidates (and without the joint
+    there is nothing else): they are written for every question."""
     response = await create_method("self_rag", ScriptedBackend(joint_script()), two_hop_retriever,
                                    {"self_rag": {**ON_DEMAND, **setting}}).answer(TWO_HOP)
-    assert sum(not c.details.get("joint") for c in response.candidates) == 3
+    assert sum(not c.joint for c in response.candidates) == 3
     assert not any(s.action == "passage_candidates" for s in response.reasoning_chain)
 
 
@@ -279,10 +237,10 @@ async def test_a_default_support_cannot_challenge_the_joint_candidate(two_hop_re
     # Passage 2's reply has no [IsSup] line: its support is a default, whatever the joint one is.
     llm = ScriptedBackend(joint_script(director_support="no support", joint_support="no support"))
     method = create_method("self_rag", llm, two_hop_retriever,
-                           {"self_rag": {"retrieval_mode": "always", "passage_candidates": "always"}})
+                           {"self_rag": {"retrieval_mode": "always", "abstain": ["unconfirmed"]}})
     response = await method.answer(TWO_HOP)
     assert response.answer == "South Shields"
-    assert response.candidates[2].details["defaults_used"] == ["support"]
+    assert [name for name, v in response.candidates[2].verdicts.items() if v.default] == ["support"]
 
 
 # -- the retrieval decision ---------------------------------------------------------------
@@ -298,7 +256,7 @@ async def test_an_always_no_model_is_read_from_p_yes_against_a_calibrated_thresh
                "Rating": "5", "Question: What is 2 plus 2?": "4"}
     llm = ScriptedBackend(script)
     method = create_method("self_rag", llm, two_hop_retriever,
-                           {"self_rag": {"joint_candidate": False, "retrieval_mode": "adaptive"}})
+                           {"self_rag": {"joint_passages": 0, "retrieval_mode": "adaptive"}})
 
     response = await method.answer(TWO_HOP)
     assert response.retrieval_needed is True
@@ -326,7 +284,7 @@ async def test_anchors_that_do_not_separate_hand_the_decision_to_the_lexical_rul
     script |= {"Answer the question using": "South Shields\n[IsRel] relevant\n[IsSup] fully supported",
                "Rating": "5", "Question: What is 2 plus 2?": "4"}
     method = create_method("self_rag", ScriptedBackend(script), two_hop_retriever,
-                           {"self_rag": {"joint_candidate": False, "retrieval_mode": "adaptive"}})
+                           {"self_rag": {"joint_passages": 0, "retrieval_mode": "adaptive"}})
     response = await method.answer(TWO_HOP)
     calibrated = [s for s in response.reasoning_chain if s.action == "calibrate_decision"][-1]
     assert "do not separate" in calibrated.observation
@@ -356,14 +314,6 @@ async def test_anchors_that_do_not_separate_hand_the_decision_to_the_lexical_rul
 )
 def test_names_something(text, expected):
     assert names_something(text) is expected
-
-
-async def test_a_fixed_threshold_skips_the_calibration(two_hop_retriever):
-    llm = ScriptedBackend({DECISION: probs(0.2), "Question: In which city": "Leeds"})
-    method = create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_threshold": 0.25,
-                                                                                "retrieval_mode": "adaptive"}})
-    response = await method.answer(TWO_HOP)
-    assert response.retrieval_needed is False and response.num_llm_calls == 2
 
 
 async def test_the_questions_own_documents_are_retrieved_without_asking():
@@ -435,7 +385,7 @@ def test_finalize_keeps_a_free_text_answer_and_strips_structure():
 
 async def test_abstains_when_no_candidate_reaches_the_support_level(two_hop_retriever):
     llm = ScriptedBackend(joint_script(director_support="no support", joint_support="no support"))
-    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_below": "partially_supported"}}
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain": ["support < partially_supported"]}}
     response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(TWO_HOP)
     assert response.abstained is True and response.answer == "insufficient evidence"
     assert response.citations == ()
@@ -447,7 +397,7 @@ async def test_abstains_when_no_candidate_reaches_the_support_level(two_hop_retr
 
 async def test_a_supported_candidate_is_answered_even_when_the_joint_one_is_not(two_hop_retriever):
     llm = ScriptedBackend(joint_script(director_support="partially supported", joint_support="no support"))
-    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_below": "partially_supported"}}
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain": ["support < partially_supported"]}}
     response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(TWO_HOP)
     assert response.abstained is False and response.answer == "Ridley Scott"
 
@@ -457,8 +407,9 @@ async def test_abstention_is_off_by_default_and_not_shaped_as_yes_or_no(two_hop_
     response = await create_method("self_rag", llm, two_hop_retriever, {"self_rag": {"retrieval_mode": "always"}}).answer(TWO_HOP)
     assert response.abstained is False and response.answer == "South Shields"
     yes_no_q = Question(id="y", text="Was Ridley Scott born in South Shields?")
-    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_below": "fully_supported", "facts_first": "off"}}
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain": ["support < fully_supported"]}}
     script = joint_script(director_support="no support", joint_support="no support")
+    script["Notes written from"] = "Yes"  # the joint's answer, read after its facts
     response = await create_method("self_rag", ScriptedBackend(script), two_hop_retriever, cfg).answer(yes_no_q)
     assert response.abstained is True and response.answer == "insufficient evidence"
 
@@ -467,24 +418,18 @@ async def test_abstains_when_no_passage_reaches_the_relevance_floor(two_hop_retr
     # Titles "Doc 1".."Doc 3" are not named in the question nor linked: the best fused relevance
     # is passage 1's (verdict relevant = 1, prior = (score share 1 + 0 + 0) / 3), i.e. 2/3.
     llm = ScriptedBackend(joint_script())
-    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_min_relevance": 0.7, "confidence": "off"}}
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain": ["relevance < 0.7"], "confidence": "off"}}
     response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(TWO_HOP)
     assert response.abstained is True and response.answer == "insufficient evidence"
     assert response.citations == ()
-    # The joint (ranked by the prior) was written alongside the chains, before the floor could be
-    # checked: its answer call is spent. With joint_ranking: fused it waits and is never written.
+    # Abstention is decided once the answer is read: the chains and the joint's answer call are spent.
     assert response.num_llm_calls == 2 * 3 + 1
     step = next(s for s in response.reasoning_chain if s.action == "abstain")
     assert step.details["abstain_reason"] == "no passage's fused relevance reaches 0.7 (best 0.67)"
     assert response.details["withheld_answer"] == "South Shields"  # the joint was already written
-    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_min_relevance": 0.6}}
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain": ["relevance < 0.6"]}}
     response = await create_method("self_rag", ScriptedBackend(joint_script()), two_hop_retriever, cfg).answer(TWO_HOP)
     assert response.abstained is False and response.answer == "South Shields"
-    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_min_relevance": 0.7, "joint_ranking": "fused"}}
-    response = await create_method("self_rag", ScriptedBackend(joint_script()), two_hop_retriever, cfg).answer(TWO_HOP)
-    assert response.abstained is True and response.num_llm_calls == 2 * 3
-    # Without the joint the withheld answer is the best one-passage candidate's.
-    assert response.details["withheld_answer"] == "Ridley Scott"
 
 
 async def test_the_relevance_floor_passes_a_passage_named_in_the_question(static_retriever_factory):
@@ -492,7 +437,7 @@ async def test_the_relevance_floor_passes_a_passage_named_in_the_question(static
         (("Alien (film)", DOC_DIRECTOR), ("Ridley Scott", DOC_BIRTH), ("Nostromo", DOC_OTHER)), start=1))
     retriever = static_retriever_factory(
         RetrievalResult(documents=docs, scores=(3.0, 2.0, 1.0), query="q", retrieval_time_ms=0.0, method="bm25"))
-    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_min_relevance": 0.7}}
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain": ["relevance < 0.7"]}}
     response = await create_method("self_rag", ScriptedBackend(joint_script()), retriever, cfg).answer(TWO_HOP)
     # "Alien" is named in the question: prior (score share 1 + named 1 + linked 0) / 3 = 2/3,
     # fused (verdict 1 + 2/3) / 2 = 0.8333.
@@ -558,14 +503,14 @@ def confirm_script(director: str, birth: str, joint: str = "South Shields") -> d
 
 
 async def test_an_answer_another_candidate_confirms_is_kept(two_hop_retriever):
-    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_unconfirmed": True}}
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain": ["unconfirmed"]}}
     llm = ScriptedBackend(confirm_script("Ridley Scott", "in South Shields, England"))
     response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(TWO_HOP)
     assert response.abstained is False and response.answer == "South Shields"
 
 
 async def test_abstains_when_no_other_candidate_gives_the_selected_answer(two_hop_retriever):
-    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_unconfirmed": True}}
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain": ["unconfirmed"]}}
     llm = ScriptedBackend(confirm_script("Ridley Scott", "London"))
     response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(TWO_HOP)
     assert response.abstained is True and response.answer == "insufficient evidence"
@@ -574,7 +519,7 @@ async def test_abstains_when_no_other_candidate_gives_the_selected_answer(two_ho
     assert step.details["abstain_reason"] == (
         "no other candidate confirms the answer 'South Shields' (3 other usable candidates, "
         "agreement: token F1 >= 0.5)")
-    assert "abstain_unconfirmed=True" in step.action_input
+    assert step.action_input == "unconfirmed"
     assert response.details["withheld_answer"] == "South Shields"
     # Off (the default): the same run answers.
     llm = ScriptedBackend(confirm_script("Ridley Scott", "London"))
@@ -584,12 +529,12 @@ async def test_abstains_when_no_other_candidate_gives_the_selected_answer(two_ho
 
 async def test_a_yes_no_answer_needs_the_same_word_to_be_confirmed(two_hop_retriever):
     yes_no_q = Question(id="y", text="Was Ridley Scott born in South Shields?")
-    # The joint's plain answer prompt (facts_first is tested in test_facts_first.py).
-    cfg = {"self_rag": {"retrieval_mode": "always", "abstain_unconfirmed": True, "facts_first": "off"}}
-    llm = ScriptedBackend(confirm_script("No", "No", joint="Yes"))
+    # The joint writes a yes/no question's facts first, then its answer (test_facts_first.py).
+    cfg = {"self_rag": {"retrieval_mode": "always", "abstain": ["unconfirmed"]}}
+    llm = ScriptedBackend(confirm_script("No", "No", joint="Yes") | {"Notes written from": "Yes"})
     response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(yes_no_q)
     assert response.abstained is True
-    llm = ScriptedBackend(confirm_script("No", "Yes", joint="Yes"))
+    llm = ScriptedBackend(confirm_script("No", "Yes", joint="Yes") | {"Notes written from": "Yes"})
     response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(yes_no_q)
     assert response.abstained is False and response.answer == "yes"
 
@@ -631,7 +576,7 @@ async def test_selection_likelihood_picks_the_candidate_the_evidence_prompt_find
 async def test_selection_likelihood_keeps_the_joint_on_ties_and_needs_a_backend_that_scores(two_hop_retriever):
     llm = likelihood_script({"South Shields": -0.5, "Ridley Scott": -0.5, "Nostromo": -0.5})
     response = await create_method("self_rag", llm, two_hop_retriever, {"self_rag": LIKELIHOOD}).answer(TWO_HOP)
-    assert response.answer == "South Shields" and response.candidates[0].details["joint"] is True
+    assert response.answer == "South Shields" and response.candidates[0].joint is True
 
     class NoScoring(ScriptedBackend):
         supports_forced = False
@@ -645,8 +590,8 @@ async def test_selection_likelihood_keeps_the_joint_on_ties_and_needs_a_backend_
 
 async def test_selection_likelihood_without_a_joint_reads_the_passages_the_candidates_came_from(two_hop_retriever):
     llm = likelihood_script({"Ridley Scott": -0.8, "South Shields": -0.3, "Nostromo": -2.0})
-    cfg = {"self_rag": LIKELIHOOD | {"joint_candidate": False}}
+    cfg = {"self_rag": LIKELIHOOD | {"joint_passages": 0}}
     response = await create_method("self_rag", llm, two_hop_retriever, cfg).answer(TWO_HOP)
-    assert response.answer == "South Shields" and not any(c.details.get("joint") for c in response.candidates)
+    assert response.answer == "South Shields" and not any(c.joint for c in response.candidates)
     scored = [c.prompt_text() for c in llm.calls if c.forced is not None]
     assert len(scored) == 3 and all(DOC_DIRECTOR in p and DOC_BIRTH in p and DOC_OTHER in p for p in scored)

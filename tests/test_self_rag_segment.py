@@ -12,7 +12,7 @@ from selfrag.config import load_config
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.methods.catalog.self_rag_segment import Beam, evidence, keep_best
-from selfrag.reflection.readings import Draft
+from selfrag.types import Candidate
 from selfrag.types import Document, RetrievalResult
 from tests.conftest import KeyedRetriever, StaticRetriever
 from tests.helpers.reflection import decision, segment, word
@@ -209,10 +209,9 @@ async def test_a_repeated_segment_ends_the_beam_without_adding_score(mars_retrie
 
 
 def test_keep_best_ranks_by_cumulative_score_and_drops_duplicate_answers():
-    from selfrag.reflection.readings import Draft
 
     def beam(id_, texts, scores, final=False):
-        return Beam(id=id_, segments=tuple(Draft(t, None) for t in texts), scores=tuple(scores), final=final)
+        return Beam(id=id_, segments=tuple(Candidate(t) for t in texts), scores=tuple(scores), final=final)
 
     pool = [beam("1", ["A."], [1.0], final=True), beam("2", ["B."], [0.5]), beam("3", ["a."], [0.9]), beam("4", ["C."], [2.0])]
     assert [b.id for b in keep_best(pool, 2)] == ["4", "1"]
@@ -372,13 +371,13 @@ async def test_a_bare_yes_no_verdict_falls_back_to_the_plain_prompt(france_retri
 
 def test_evidence_is_the_segments_passages_then_every_retrieval_the_question_s_first():
     a, b, c, d = (Document(id=x, title=x.upper(), text=f"Passage {x}.") for x in "abcd")
-    first = Draft(text="Segment one.", passage=a)
-    second = Draft(text="Segment two.", passage=b)
+    first = Candidate(text="Segment one.", passages=(a,))
+    second = Candidate(text="Segment two.", passages=(b,))
     # Retrieved for the question: a, c; then for the question and segment one: b, d.
     beam = Beam(segments=(first, second), passages=(b, d), retrieved=(a, c, b, d))
     assert [doc.id for doc in evidence(beam)] == ["a", "b", "c", "d"]
     # A beam written without passages still reads what it retrieved before.
-    assert [doc.id for doc in evidence(Beam(segments=(Draft(text="x", passage=None),), retrieved=(c,)))] == ["c"]
+    assert [doc.id for doc in evidence(Beam(segments=(Candidate(text="x"),), retrieved=(c,)))] == ["c"]
 
 
 # The question retrieves Doc A and Doc C; the question plus the first segment, Doc B and Doc D.

@@ -8,10 +8,12 @@ replies consumed in that order; the utility call is keyed by the answer.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from selfrag.llm import ScriptedBackend
+from selfrag.config import load_config
 from selfrag.methods import create_method
 from selfrag.types import Document, Question, RetrievalResult
 
@@ -48,13 +50,13 @@ def scripted(decision=True, docs=None, utilities=None, direct=None, **kwargs) ->
     return ScriptedBackend(script, **kwargs)
 
 
+SEED003 = load_config(Path(__file__).resolve().parents[1] / "configs" / "self_rag_seed003.yaml").method_section()
+
+
 def separate(llm, retriever, **config):
-    return create_method(
-        "self_rag", llm, retriever,
-        # adaptive: the mode's own JSON decision, which these tests script
-        {"self_rag": {"joint_candidate": False, "critique": "separate", "confidence": "off",
-                      "retrieval_mode": "adaptive", **config}},
-    )
+    """Seed 003's pipeline as its preset ships it (configs/self_rag_seed003.yaml; its own JSON retrieval
+    decision, which these tests script), with a test's own settings."""
+    return create_method("self_rag", llm, retriever, {"self_rag": {**SEED003, **config}})
 
 
 def all_relevant() -> ScriptedBackend:
@@ -124,10 +126,11 @@ async def test_response_exposes_the_seed_fields(france_retriever):
         "support": "partially_supported",
         "utility": 5,
         "score": 25.0,
+        "sources": {"relevance": "json", "support": "json", "utility": "json"},
         "defaults_used": [],
         "not_judged": [],
     }
-    assert d["critique"] == "separate"
+    assert d["critic"] == "json"
 
 
 async def test_irrelevant_documents_are_filtered_before_generation(france_retriever):
@@ -173,7 +176,7 @@ async def test_a_filter_that_rejects_the_questions_own_passages_is_overruled():
     when the question supplied its passages, the joint candidate reads them, ranked by lexical
     evidence, instead of the answer being written without context."""
     llm = ScriptedBackend([IRREL, IRREL, IRREL, "Paris", sup("partially_supported"), use(4)])
-    method = create_method("self_rag", llm, None, {"self_rag": {"critique": "separate", "confidence": "off"}})
+    method = create_method("self_rag", llm, None, {"self_rag": {"critic": "json", "confidence": "off"}})
     response = await method.answer(OWN)
 
     assert response.answer == "Paris" and response.retrieval_needed is True
@@ -199,10 +202,10 @@ async def test_a_verdict_the_judge_did_not_give_counts_as_not_judged():
     nobody judged (the mean of the verdicts given), and gets no one-passage candidate."""
     llm = ScriptedBackend([REL, "B", IRREL, "Paris", "Paris", sup("fully_supported"), use(4),
                            sup("fully_supported"), use(4)])
-    method = create_method("self_rag", llm, None, {"self_rag": {"critique": "separate", "confidence": "off"}})
+    method = create_method("self_rag", llm, None, {"self_rag": {"critic": "json", "confidence": "off"}})
     response = await method.answer(OWN)
     assert response.answer == "Paris"
-    assert response.num_llm_calls == 3 + 3 + 1  # three verdicts, one candidate, the joint
+    assert response.num_llm_calls == 3 + 1  # three verdicts, the joint (it has an answer: no other candidate)
     steps = [s for s in response.reasoning_chain if s.action == "evaluate_relevance"]
     assert "ranked for the joint as not judged" in steps[1].observation
     assert "ranked for the joint" not in steps[2].observation  # a real "irrelevant" stays one
@@ -211,7 +214,7 @@ async def test_a_verdict_the_judge_did_not_give_counts_as_not_judged():
     assert [r["judged"] for r in rows] == [True, False, True]
     assert [r["model"] for r in rows] == [1.0, 0.5, 0.0]
     assert rows[1]["kept"] is True
-    assert [c.passage.id for c in response.candidates if not c.details.get("joint")] == ["1"]
+    assert [c.joint for c in response.candidates] == [True]
 
 
 async def test_with_no_usable_verdict_the_joint_reads_the_passages_over_an_open_corpus(france_retriever):
@@ -220,31 +223,40 @@ async def test_with_no_usable_verdict_the_joint_reads_the_passages_over_an_open_
     llm = ScriptedBackend([json.dumps({"needs_retrieval": True}), "B", "B", "B", "Paris",
                            sup("partially_supported"), use(4)])
     response = await create_method("self_rag", llm, france_retriever,
-                                   {"self_rag": {"critique": "separate", "confidence": "off",
+                                   {"self_rag": {"critic": "json", "confidence": "off",
                                                  "retrieval_mode": "adaptive"}}).answer(QUESTION)
     assert response.answer == "Paris" and response.num_llm_calls == 1 + 3 + 1
     actions = [s.action for s in response.reasoning_chain]
     assert "no_relevant_documents" not in actions and "direct_answer" not in actions
     assert all(doc in llm.calls[4].prompt_text() for doc in (DOC_A, DOC_B, DOC_C))
-    assert response.candidates[0].details["joint"] is True
+    assert response.candidates[0].joint is True
 
 
-@pytest.mark.parametrize(
-    ("config", "answer", "abstained"),
-    [
-        ({"retrieve_own_evidence": False}, "Paris", False),  # the user trusts the filter: seed 003's rule
-        ({"joint_candidate": False}, "Paris", False),  # no joint to write: seed 003's rule
-        ({"abstain_below": "partially_supported"}, "insufficient evidence", True),  # nothing relevant: abstain
-    ],
-)
-async def test_the_filter_stands_when_told_to_or_when_abstaining(config, answer, abstained):
-    llm = ScriptedBackend([json.dumps({"needs_retrieval": True}), IRREL, IRREL, IRREL, "Paris"])
-    if config.get("retrieve_own_evidence", True):
-        llm = ScriptedBackend([IRREL, IRREL, IRREL, "Paris"])
-    method = create_method("self_rag", llm, None, {"self_rag": {"critique": "separate", **config}})
+@pytest.mark.parametrize("config", [{"joint_passages": 0}, {"retrieval_mode": "adaptive", "joint_passages": 0}])
+async def test_the_filter_stands_without_a_joint(config):
+    """No joint to write: seed 003's rule, the answer is written without the rejected passages (adaptive
+    asks first, even with the question's own passages)."""
+    llm = ScriptedBackend([IRREL, IRREL, IRREL, "Paris"])
+    if config.get("retrieval_mode") == "adaptive":
+        llm = ScriptedBackend([json.dumps({"needs_retrieval": True}), IRREL, IRREL, IRREL, "Paris"])
+    method = create_method("self_rag", llm, None, {"self_rag": {"critic": "json", **config}})
     response = await method.answer(OWN)
-    assert response.answer == answer and response.abstained is abstained
-    assert "rank_evidence" not in [s.action for s in response.reasoning_chain]
+    assert response.answer == "Paris" and response.abstained is False
+    actions = [s.action for s in response.reasoning_chain]
+    assert "rank_evidence" not in actions and actions[-1] == "direct_answer"
+    assert not any(doc in llm.calls[-1].prompt_text() for doc in (DOC_A, DOC_B, DOC_C))
+
+
+async def test_a_support_rule_abstains_when_the_overruling_joint_is_unsupported():
+    """Abstention is decided once the answer is read: the joint reads the question's own passages, its
+    support is judged (a support rule needs it), and with no support the method abstains."""
+    llm = ScriptedBackend([IRREL, IRREL, IRREL, "Paris", sup("no_support"), use(3)])
+    method = create_method("self_rag", llm, None, {"self_rag": {"critic": "json",
+                                                                "abstain": ["support < partially_supported"]}})
+    response = await method.answer(OWN)
+    assert response.answer == "insufficient evidence" and response.abstained is True
+    assert response.details["withheld_answer"] == "Paris"
+    assert "no candidate's support reaches partially supported" in response.details["abstain_reason"]
 
 
 async def test_no_retrieval_is_two_calls(france_retriever):
@@ -289,7 +301,7 @@ async def test_json_is_found_inside_prose_and_code_fences(france_retriever):
     response = await separate(llm, france_retriever).answer(QUESTION)
     c = response.candidates[0]
     assert (c.relevance, c.support, c.utility) == ("relevant", "fully_supported", 4)
-    assert c.details["defaults_used"] == []
+    assert not any(v.default for v in c.verdicts.values())
     assert response.reasoning_chain[0].details.get("default_used") is None
 
 
@@ -313,7 +325,7 @@ async def test_malformed_verdicts_take_the_seed_defaults_and_say_so(france_retri
     assert "default_used" not in rel[2].details
     c = response.candidates[0]
     assert (c.passage.id, c.support, c.utility) == ("2", "no_support", 3)
-    assert c.details["defaults_used"] == ["support", "utility"]
+    assert [name for name, v in c.verdicts.items() if v.default] == ["support", "utility"]
     assert response.details["all_candidates"][0]["defaults_used"] == ["support", "utility"]
     assert response.answer == "Europe"
 
@@ -352,7 +364,7 @@ async def test_the_joint_also_reads_passages_no_verdict_was_asked_about(france_r
         }
     )
     method = create_method(
-        "self_rag", llm, france_retriever, {"self_rag": {"critique": "separate", "num_candidates": 1, "top_k": 3}}
+        "self_rag", llm, france_retriever, {"self_rag": {"critic": "json", "num_candidates": 1, "top_k": 3}}
     )
     response = await method.answer(QUESTION)
     assert response.answer == "Paris" and response.details["all_candidates"][0]["joint"] is True
@@ -474,22 +486,22 @@ async def test_critical_path_is_four_call_latencies_whatever_the_document_count(
 
 
 async def test_the_joint_is_written_beside_the_candidates_once_the_verdicts_are_in(france_retriever):
-    """The joint's ranking needs only the relevance verdicts: it does not wait for the critiques.
-
-    Before, it was written after every candidate's support and utility: 6 call latencies, now 4.
-    """
+    """The joint's ranking needs only the relevance verdicts: it is written beside the one-passage answers,
+    and judged (selection: critique reads its verdicts) once every candidate is written."""
     llm = delayed_all_relevant(4)
     method = create_method("self_rag", llm, france_retriever,
-                           {"self_rag": {"critique": "separate", "confidence": "off", "retrieval_mode": "adaptive"}})
+                           {"self_rag": {"critic": "json", "confidence": "off", "retrieval_mode": "adaptive",
+                                         "selection": "critique"}})
     response = await method.answer(QUESTION)
     assert response.answer == "Paris" and response.details["all_candidates"][0]["joint"] is True
-    # 1 decision + 3 verdicts + 3 kept passages x (answer, support, utility) + the joint's answer
-    assert llm.calls == response.num_llm_calls == 1 + 3 + 3 * 3 + 1
+    # 1 decision + 3 verdicts + 3 kept passages x (answer, support, utility) + the joint's answer and verdicts
+    assert llm.calls == response.num_llm_calls == 1 + 3 + 3 * 3 + 1 + 2
     assert kinds_by_wave(llm) == {
         1: ["decision"],
         2: ["relevance"] * 3,
         3: ["generate"] * 3 + ["joint generate"],
-        4: ["support"] * 3 + ["utility"] * 3,  # the joint's own verdicts would change nothing
+        4: ["support"] * 3 + ["utility"] * 3,
+        5: ["joint support", "utility"],
     }
     # The joint's passages were ranked by the verdicts fused with lexical evidence.
     ranked = next(s for s in response.reasoning_chain if s.action == "rank_evidence")

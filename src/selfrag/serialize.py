@@ -40,9 +40,31 @@ def dumps(obj: Any, **kwargs: Any) -> str:
     return json.dumps(to_jsonable(obj), **kwargs)
 
 
+def candidate_json(c: Candidate) -> dict[str, Any]:
+    """One candidate as JSON: its answer, first passage and verdicts (each with the source that gave it),
+    a verdict the model did not give set to None and named under ``not_judged``."""
+    defaulted = [name for name, v in c.verdicts.items() if v.default]
+    row = {
+        "text": c.text,
+        "passage": to_jsonable(c.passage),
+        "passage_indices": list(c.indices),
+        "joint": c.joint,
+        "relevance": c.relevance,
+        "support": c.support,
+        "utility": c.utility,
+        "score": c.score,
+        "seq": c.seq,
+        "verdicts": {name: {"value": v.value, "label": v.label, "source": v.source, "default": v.default}
+                     for name, v in c.verdicts.items()},
+        "details": to_jsonable({**c.details, "joint": c.joint, "passage_indices": list(c.indices),
+                                "defaults_used": defaulted}),
+    }
+    return honest_row(row)
+
+
 def candidates_json(candidates: Any) -> list[dict[str, Any]]:
-    """Candidates as JSON, each verdict the model did not give set to None and named under ``not_judged``."""
-    return [honest_row(to_jsonable(c)) for c in candidates if isinstance(c, Candidate)]
+    """Candidates as JSON (:func:`candidate_json`)."""
+    return [candidate_json(c) for c in candidates if isinstance(c, Candidate)]
 
 
 def _honest_step(step: dict[str, Any]) -> dict[str, Any]:

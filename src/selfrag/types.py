@@ -134,16 +134,78 @@ class ReasoningStep:
 
 
 @dataclass(frozen=True)
+class Verdict:
+    """One reflection verdict on a decision, a passage or a candidate, and the reader that gave it.
+
+    ``aspect`` is what is judged (``retrieve``, ``relevance``, ``support``, ``utility``, ...);
+    ``value`` its score: a probability (P(retrieve), P(relevant)), the support score
+    (P(full) + 0.5 P(partial)) or the expected utility in [-1, 1]; None when there was nothing
+    to read. ``label`` is the label written or most probable, ``probs`` the probability of each
+    label as read (None for a written label), ``source`` the reader (a prompted label, JSON,
+    label probabilities, reflection tokens, a fitted reader). ``default``: the reply held no usable
+    verdict, so ``label`` is the parser's default and no judgement.
+    """
+
+    aspect: str
+    value: float | None
+    label: str | None = None
+    source: str = ""
+    probs: dict[str, float] | None = None
+    default: bool = False
+    note: str = ""
+
+
+@dataclass
 class Candidate:
-    """One candidate answer and the critique that scored it."""
+    """One candidate answer (or the next segment of one), what it was written from, and its verdicts.
+
+    ``passages``: the passages it was written from (none: written without); ``indices``: their 1-based
+    ranks among the retrieved passages; ``joint``: written over several passages at once; ``seq``: the
+    mean token log-probability of the reply that wrote it; ``final``: the answer is finished (the
+    segment loop); ``details``: what its trace row shows besides.
+    """
 
     text: str
-    passage: Document | None = None
-    relevance: str | None = None
-    support: str | None = None
-    utility: float | None = None
+    passages: tuple[Document, ...] = ()
+    indices: tuple[int, ...] = ()
+    joint: bool = False
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    seq: float | None = None
     score: float | None = None
+    final: bool = True
+    number: int = 0
     details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passage(self) -> Document | None:
+        """The first passage it was written from."""
+        return self.passages[0] if self.passages else None
+
+    def value(self, aspect: str) -> float | None:
+        verdict = self.verdicts.get(aspect)
+        return None if verdict is None else verdict.value
+
+    def label(self, aspect: str) -> str | None:
+        verdict = self.verdicts.get(aspect)
+        return None if verdict is None else verdict.label
+
+    @property
+    def relevance(self) -> str | None:
+        return self.label("relevance")
+
+    @property
+    def support(self) -> str | None:
+        return self.label("support")
+
+    @property
+    def utility(self) -> float | None:
+        """The utility as a 1-5 rating: as written, or expected from the label probabilities."""
+        verdict = self.verdicts.get("utility")
+        if verdict is None or verdict.value is None:
+            return None
+        if verdict.probs is None and verdict.label is not None and verdict.label.isdigit():
+            return int(verdict.label)
+        return round(3.0 + 2.0 * verdict.value, 4)
 
 
 @dataclass(frozen=True)

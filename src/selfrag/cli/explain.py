@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..methods.steps.confidence import LOW
+from ..methods.critique.confidence import LOW
 from ..serialize import to_jsonable
 from ..types import RAGResponse
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from ..methods.steps.confidence import confidence_words
+from ..methods.critique.confidence import confidence_words
 from ..reflection.citing import with_markers
 from ..reflection.judged import NOT_JUDGED, VERDICTS, not_judged
 from ..types import RAGResponse, ReasoningStep

@@ -139,6 +139,7 @@ def validate(data: Mapping[str, Any], sources: Mapping[str, str] | None = None) 
 
 
 def _validate_method_sections(cfg: ExperimentConfig, sources: Mapping[str, str]) -> None:
+    from ..methods.core.base import retired_message
     from ..methods.factory import available_methods, get_method_class
 
     owners = {cls.section(): cls for cls in available_methods().values()}
@@ -146,6 +147,10 @@ def _validate_method_sections(cfg: ExperimentConfig, sources: Mapping[str, str])
     for section, values in cfg.methods.items():
         cls = owners[section]  # unknown sections and non-mappings were refused by _check_top_level
         for key in values:
+            if key in cls.Config.RETIRED:
+                src = _source_for(f"{section}.{key}", sources)
+                raise ConfigError(retired_message(f"{section}.{key}", cls.Config.RETIRED[key])
+                                  + (f" (in {src})" if src else ""))
             if key not in cls.Config.model_fields:
                 src = _source_for(f"{section}.{key}", sources)
                 raise ConfigError(

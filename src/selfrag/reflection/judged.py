@@ -24,9 +24,11 @@ def not_judged_names(values: Mapping[str, Any], details: Mapping[str, Any] | Non
 
 
 def not_judged(candidate: Any) -> list[str]:
-    """:func:`not_judged_names` of a :class:`~selfrag.types.Candidate`."""
-    values = {v: getattr(candidate, v, None) for v in VERDICTS}
-    return not_judged_names(values, getattr(candidate, "details", None))
+    """:func:`not_judged_names` of a :class:`~selfrag.types.Candidate`: a verdict never read, read as
+    nothing, or the parser's default."""
+    verdicts = getattr(candidate, "verdicts", {}) or {}
+    return [v for v in VERDICTS
+            if v not in verdicts or verdicts[v].value is None or verdicts[v].default or getattr(candidate, v) is None]
 
 
 def judged_value(candidate: Any, name: str) -> Any:

@@ -1,113 +1,111 @@
-"""Critique readings and candidate drafts: probabilities in, scores out (pure, no model calls).
+"""Critique readings: label probabilities in, verdicts and scores out (pure, no model calls).
 
-A :class:`Reading` is one critique (the probability of each label of a
-group, as read from a model); a :class:`Draft` is a candidate answer or
-segment with its readings, scored by :mod:`selfrag.reflection.score`.
+:func:`reading` turns the probability of each label of a group, as read from
+a model, into a :class:`~selfrag.types.Verdict`; a
+:class:`~selfrag.types.Candidate` carries its verdicts and is scored by
+:mod:`selfrag.reflection.score`'s formulas (:func:`segment_score`).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from ..types import Document, Generation
+from ..types import Candidate, Generation, Verdict
 from . import score as S
 
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+# A support label in the words every surface shows.
+SUPPORT_WORDS = {"fully": "fully supported", "partially": "partially supported", "no": "no support"}
 
 
-
-@dataclass(frozen=True)
-class Reading:
-    """One critique: the probability of each label of a group.
-
-    ``raw`` holds summed probabilities as read; ``probs`` the same normalised
-    within the group (``None`` when the group had no mass); ``source`` says
-    how it was read (``reflection_tokens``, ``label_probs`` or ``text``).
-    """
-
-    group: str
-    raw: dict[str, float]
-    source: str
-    note: str = ""
-
-    @property
-    def probs(self) -> dict[str, float] | None:
-        return S.normalise(self.raw)
-
-    @property
-    def value(self) -> float | None:
-        probs = self.probs
-        return None if probs is None else S.group_score(self.group, probs)
-
-    @property
-    def label(self) -> str | None:
-        return S.argmax_label(self.probs)
-
-    def details(self) -> dict[str, Any]:
-        probs = self.probs
-        out: dict[str, Any] = {
-            "critique": self.group,
-            "critique_source": self.source,
-            "probs": {k: round(v, 4) for k, v in probs.items()} if probs else "none (no probability mass)",
-            "value": None if self.value is None else round(self.value, 4),
-            "label": self.label,
-        }
-        if self.group == "retrieve":
-            out["logprobs"] = {k: (round(math.log(v), 4) if v > 0 else None) for k, v in self.raw.items()}
-        if self.note:
-            out["note"] = self.note
-        return out
-
-    def summary(self) -> str:
-        value = "unknown" if self.value is None else f"{self.value:.3f}"
-        return f"{self.group}={value} ({self.label or 'no label'}; {self.source})"
+def reading(aspect: str, raw: Mapping[str, float], source: str, note: str = "", *, default: bool = False) -> Verdict:
+    """A verdict read as label probabilities (``raw``: the summed probability of each label as read;
+    a written label counts as probability 1): its value by the paper's formulas, its most probable
+    label. No probability mass: value and label are None."""
+    probs = S.normalise(raw)
+    label = S.argmax_label(probs)
+    return Verdict(
+        aspect=aspect,
+        value=None if probs is None else S.group_score(aspect, probs),
+        label=SUPPORT_WORDS.get(label, label) if aspect == "support" and label else label,
+        source=source,
+        probs=dict(raw),
+        default=default,
+        note=note,
+    )
 
 
-@dataclass
-class Draft:
-    """A candidate (an answer, or the next segment of one) and its critique."""
+# The value of a label as written, on the scale of the same aspect read as probabilities.
+_WRITTEN = {
+    "relevance": {"relevant": 1.0, "irrelevant": 0.0},
+    "support": {"fully supported": 1.0, "partially supported": 0.5, "no support": 0.0},
+    "retrieve": {"yes": 1.0, "no": 0.0},
+}
 
-    text: str
-    passage: Document | None
-    readings: dict[str, Reading] = field(default_factory=dict)
-    seq: float | None = None
-    final: bool = True
-    index: int = 0
 
-    def value(self, group: str) -> float | None:
-        reading = self.readings.get(group)
-        return None if reading is None else reading.value
+def written(aspect: str, label: Any, source: str, *, default: bool = False, note: str = "") -> Verdict:
+    """A verdict the model wrote as a label (``relevant``, ``fully_supported``, a 1-5 rating, a yes/no):
+    its value on the scale a probability reading of the same aspect has (relevance and retrieval 1 / 0,
+    support 1 / 0.5 / 0, utility ``(rating - 3) / 2`` in [-1, 1]). ``default``: the reply held no
+    usable verdict and ``label`` is the parser's default, so it is no judgement."""
+    if isinstance(label, bool):
+        label = "yes" if label else "no"
+    if aspect == "utility":
+        shown = str(label)
+        value = (float(label) - 3.0) / 2.0 if shown.strip().lstrip("-").replace(".", "", 1).isdigit() else None
+    else:
+        shown = str(label)
+        value = _WRITTEN.get(aspect, {}).get(shown.replace("_", " "))
+    return Verdict(aspect=aspect, value=value, label=shown, source=source, default=default, note=note)
 
-    @property
-    def rel(self) -> float | None:
-        return self.value("relevance")
 
-    @property
-    def sup(self) -> float | None:
-        return self.value("support")
+def normalised(verdict: Verdict) -> dict[str, float] | None:
+    """The verdict's label probabilities, summing to 1 (None: no probability mass, or a written label)."""
+    return None if verdict.probs is None else S.normalise(verdict.probs)
 
-    @property
-    def use(self) -> float | None:
-        return self.value("utility")
 
-    @property
-    def rating(self) -> float | None:
-        """Expected utility rating on the 1..5 scale."""
-        use = self.use
-        return None if use is None else 3.0 + 2.0 * use
+def verdict_details(verdict: Verdict) -> dict[str, Any]:
+    """A verdict as its trace step shows it."""
+    probs = normalised(verdict)
+    out: dict[str, Any] = {
+        "critique": verdict.aspect,
+        "critique_source": verdict.source,
+        "probs": {k: round(v, 4) for k, v in probs.items()} if probs else "none (no probability mass)",
+        "value": None if verdict.value is None else round(verdict.value, 4),
+        "label": verdict.label,
+    }
+    if verdict.aspect == "retrieve" and verdict.probs is not None:
+        out["logprobs"] = {k: (round(math.log(v), 4) if v > 0 else None) for k, v in verdict.probs.items()}
+    if verdict.note:
+        out["note"] = verdict.note
+    return out
 
-    def label(self, group: str) -> str | None:
-        reading = self.readings.get(group)
-        return None if reading is None else reading.label
 
-    def score(self, weights: S.Weights) -> S.ScoreBreakdown:
-        return S.segment_score(seq=self.seq, rel=self.rel, sup=self.sup, use=self.use, weights=weights)
+def verdict_summary(verdict: Verdict) -> str:
+    value = "unknown" if verdict.value is None else f"{verdict.value:.3f}"
+    return f"{verdict.aspect}={value} ({verdict.label or 'no label'}; {verdict.source})"
 
-    def critic_score(self, weights: S.Weights) -> S.ScoreBreakdown:
-        return S.critic_score(rel=self.rel, sup=self.sup, use=self.use, weights=weights)
+
+def rating(candidate: Candidate) -> float | None:
+    """The expected utility rating on the 1..5 scale (from the utility value in [-1, 1])."""
+    use = candidate.value("utility")
+    return None if use is None else 3.0 + 2.0 * use
+
+
+def segment_score(candidate: Candidate, weights: S.Weights) -> S.ScoreBreakdown:
+    """The paper's segment score of a candidate: seq + w_rel·rel + w_sup·sup + w_use·use."""
+    return S.segment_score(seq=candidate.seq, rel=candidate.value("relevance"), sup=candidate.value("support"),
+                           use=candidate.value("utility"), weights=weights)
+
+
+def critic_score(candidate: Candidate, weights: S.Weights) -> S.ScoreBreakdown:
+    """The critic reranker's score of a candidate: w_rel·rel + w_sup·sup + w_use·use."""
+    return S.critic_score(rel=candidate.value("relevance"), sup=candidate.value("support"),
+                          use=candidate.value("utility"), weights=weights)
 
 
 @dataclass(frozen=True)

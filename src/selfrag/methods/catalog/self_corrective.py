@@ -29,7 +29,7 @@ from ..core.registry import register
 from ..core.trace import Run
 from ..steps.choice_reading import reader_for
 from ..steps.joint_answer import JointAnswerConfig, joint_answer
-from ..steps.sufficiency import JudgeReading, describe, judge_documents
+from ..critique.corrective_judge import JudgeReading, describe, judge_documents
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 

@@ -21,8 +21,8 @@ from typing import Annotated, Any, ClassVar
 from pydantic import Field, field_validator
 
 from ...reflection import score as S
-from ...reflection.readings import Draft, Reading
-from ...types import ArchitectureType, Document, Question, RetrievalResult
+from ...reflection.readings import segment_score
+from ...types import ArchitectureType, Candidate, Document, Question, RetrievalResult, Verdict
 from ..core.answer_format import answer_format
 from ..core.answer_shape import keep_answers
 from ..core.base import Method, Outcome
@@ -32,6 +32,7 @@ from ..core.trace import Run
 from ..critique import Critic, CriticConfig, Task
 from ..critique import drafts as write_drafts
 from ..critique.critic import Relevance
+from ..critique.answer import joint_document
 from ..critique.drafts import critiqued_answer
 from ..critique.relevance import every_relevance, known_relevance
 from ..critique.stages import (
@@ -92,11 +93,11 @@ class Pool:
     """The drafts of one question so far: those in the running, those the reranker dropped, the joint,
     and the passages' relevance when it was read without candidates."""
 
-    drafts: list[Draft] = field(default_factory=list)
-    dropped: list[Draft] = field(default_factory=list)
-    joint: Draft | None = None
+    drafts: list[Candidate] = field(default_factory=list)
+    dropped: list[Candidate] = field(default_factory=list)
+    joint: Candidate | None = None
     joint_docs: tuple[Document, ...] = ()
-    relevance: list[Reading | None] | None = None
+    relevance: list[Verdict | None] | None = None
 
 
 @register
@@ -173,7 +174,7 @@ class SelfRagCritic(Method):
         if pool.relevance is not None and pool.joint is not None and result is not None:
             relevance = pool.relevance
 
-            async def passage_drafts() -> list[Draft]:
+            async def passage_drafts() -> list[Candidate]:
                 more, more_dropped = await self._passage_drafts(critic, run, q, result, weights, known=relevance)
                 pool.drafts += more
                 pool.dropped += more_dropped
@@ -185,7 +186,7 @@ class SelfRagCritic(Method):
             docs = list(result.documents) if result is not None else []
             usable = await write_drafts(critic, run, Task(q), [joint_document(docs) if docs else None])
         dropped = pool.dropped + [d for d in pool.drafts if d not in usable]
-        breakdowns = [d.score(weights) for d in usable]
+        breakdowns = [segment_score(d, weights) for d in usable]
         joint = usable.index(pool.joint) if pool.joint in usable else None
         first = cfg.selection == Selection.JOINT_FIRST
         order = selection_order([b.total for b in breakdowns], joint, first)
@@ -217,7 +218,7 @@ class SelfRagCritic(Method):
                       for r, i in enumerate(order)]
         if best not in usable:  # a self-reflection rewrite won
             candidates.insert(0, as_candidate(best, best_score, rank=0, selected=True, reflected=True))
-        candidates += [as_candidate(d, d.score(weights), rank=None, selected=False, reranked_out=True)
+        candidates += [as_candidate(d, segment_score(d, weights), rank=None, selected=False, reranked_out=True)
                        for d in dropped]
         details["score"] = round(best_score.total, 4)
         retrieved = result is not None and bool(result.documents)
@@ -225,7 +226,7 @@ class SelfRagCritic(Method):
                        details=details, citations=self._cited(best, pool, retrieved))
 
     @staticmethod
-    def _cited(best: Draft, pool: Pool, retrieved: bool) -> list[Document] | None:
+    def _cited(best: Candidate, pool: Pool, retrieved: bool) -> list[Document] | None:
         """The passages the selected draft read (None: every retrieved passage; [] when none was)."""
         if best is pool.joint:
             return list(pool.joint_docs)
@@ -233,7 +234,7 @@ class SelfRagCritic(Method):
             return [best.passage]
         return None if retrieved else []
 
-    async def _joint(self, critic: Critic, run: Run, question: Question, docs: Sequence[Document]) -> Draft:
+    async def _joint(self, critic: Critic, run: Run, question: Question, docs: Sequence[Document]) -> Candidate:
         """The draft over several passages. With label questions it is written with ``vanilla_rag``'s
         prompt and the critic reads its support and utility; a reflection-token model writes it in its
         own format, like every other draft."""
@@ -252,8 +253,8 @@ class SelfRagCritic(Method):
 
     async def _passage_drafts(
         self, critic: Critic, run: Run, q: str, result: RetrievalResult, weights: S.Weights,
-        known: Sequence[Reading | None] | None = None,
-    ) -> tuple[list[Draft], list[Draft]]:
+        known: Sequence[Verdict | None] | None = None,
+    ) -> tuple[list[Candidate], list[Candidate]]:
         """One critiqued candidate per retrieved passage: those kept by the critic reranker (all of
         them without it), and those it dropped."""
         cfg: SelfRagCriticConfig = self.config
@@ -277,17 +278,6 @@ class SelfRagCritic(Method):
             judged = {d.passage.id: d.value("relevance") for d in pool.drafts + pool.dropped if d.passage is not None}
             model = [judged.get(doc.id) for doc in docs]
         return rank_evidence(run, question, docs, result.scores, model, cfg.joint_passages)
-
-
-def joint_document(docs: Sequence[Document]) -> Document:
-    """Several passages as one, for a candidate that reads them all."""
-    if len(docs) == 1:
-        return docs[0]
-    return Document(
-        id="+".join(d.id for d in docs),
-        title=" + ".join(d.title or d.id for d in docs),
-        text="\n\n".join(f"{d.title}: {d.text}" if d.title else d.text for d in docs),
-    )
 
 
 def _name(doc: Document | None) -> str:

@@ -22,8 +22,8 @@ from typing import Annotated
 from pydantic import BeforeValidator, Field
 
 from ...reflection import score as S
-from ...reflection.readings import Draft
-from ...types import ArchitectureType, Document, Question
+from ...reflection.readings import segment_score
+from ...types import ArchitectureType, Candidate, Document, Question
 from ...validation import off_when_false
 from ..core.answer_shape import malformed
 from ..core.base import Method, MethodConfig, Outcome
@@ -86,7 +86,7 @@ class Beam:
     """A partial answer: its segments, their scores, the passages at hand, and whether it is finished."""
 
     id: str = "root"
-    segments: tuple[Draft, ...] = ()
+    segments: tuple[Candidate, ...] = ()
     scores: tuple[float, ...] = ()
     decisions: tuple[str, ...] = ()
     passages: tuple[Document, ...] = ()
@@ -213,7 +213,7 @@ class SelfRagSegment(Method):
         if cfg.short_answer and answer.strip():
             answer = await self._short_answer(run, question, answer, evidence(best, cfg.short_answer_passages))
         candidates = [
-            as_candidate(d, d.score(weights), segment=i + 1, decision=best.decisions[i], dropped=i in dropped)
+            as_candidate(d, segment_score(d, weights), segment=i + 1, decision=best.decisions[i], dropped=i in dropped)
             for i, d in enumerate(best.segments)
         ]
         return Outcome(
@@ -283,7 +283,7 @@ class SelfRagSegment(Method):
         out = []
         rows = []
         for i, draft in enumerate(drafts):
-            breakdown = draft.score(weights)
+            breakdown = segment_score(draft, weights)
             child_id = f"{'' if beam.id == 'root' else beam.id + '.'}{i + 1}"
             stalled = _no_progress(draft.text, so_far)
             if stalled:
@@ -324,7 +324,7 @@ class SelfRagSegment(Method):
     def _final_text(beam: Beam, drop_unsupported: bool) -> tuple[str, list[int]]:
         if not drop_unsupported:
             return beam.text, []
-        dropped = [i for i, d in enumerate(beam.segments) if d.passage is not None and d.label("support") == "no"]
+        dropped = [i for i, d in enumerate(beam.segments) if d.passage is not None and d.label("support") == "no support"]
         kept = [d.text.strip() for i, d in enumerate(beam.segments) if i not in dropped and d.text.strip()]
         if not kept:  # nothing supported: keep the answer rather than return nothing
             return beam.text, []

@@ -14,7 +14,7 @@ from ..core.registry import register
 from ..core.text import clean_answer
 from ..core.trace import Run
 from ..steps.choice_reading import AnswerReading, read_over_passages, reader_for
-from ..steps.confidence import ConfidenceReading, mean_logprob, read_confidence
+from ..critique.confidence import ConfidenceReading, mean_logprob, read_confidence
 
 
 class VanillaConfig(MethodConfig):

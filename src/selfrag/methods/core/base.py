@@ -10,12 +10,12 @@ retrievals and reflects on the outcome; without them nothing changes.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from ...defaults import Inherited, inherit
-from ...errors import DataError
+from ...errors import ConfigError, DataError
 from ...reflection.citing import supporting
 from ...retrieval.base import Retriever, RetrieverFactory
 from ...types import ArchitectureType, Candidate, Document, Question, RAGResponse, ReasoningStep
@@ -44,7 +44,15 @@ class MethodConfig(StrictModel):
     A key shared by every method (``top_k``) is declared ``int | None = None``:
     None inherits the experiment's value (``retrieval.top_k``), or the project
     default without one (:mod:`selfrag.defaults`). Set it only to differ.
+    ``RETIRED`` names settings a method no longer has, each with what replaces it.
     """
+
+    RETIRED: ClassVar[dict[str, str]] = {}
+
+
+def retired_message(key: str, instead: str) -> str:
+    """The one-line error for a setting that was retired: what to write instead."""
+    return f"config key '{key}' was retired: {instead}"
 
 
 @dataclass
@@ -122,6 +130,10 @@ class Method(ABC):
     def resolve_config(cls, config: MethodConfig | dict[str, Any] | None, inherited: Inherited) -> MethodConfig:
         """The settings the method runs with: its section's keys, the inherited ones it leaves
         unset, and the code's defaults for the rest."""
+        if isinstance(config, Mapping):
+            retired = next((k for k in config if k in cls.Config.RETIRED), None)
+            if retired is not None:
+                raise ConfigError(retired_message(f"{cls.section()}.{retired}", cls.Config.RETIRED[retired]))
         own = parse_model(cls.Config, config, prefix=cls.section())
         return own.model_copy(update=inherit(cls.Config.model_fields, own, inherited))
 

@@ -3,7 +3,7 @@
 ``critique_answer(critic, run, question, answer, passage)`` reads the critiques
 of a finished answer without writing one: relevance and support of
 ``passage`` (when there is one) and the answer's utility, as a
-:class:`~selfrag.reflection.readings.Draft` that :func:`.stages.self_reflect`
+:class:`~selfrag.types.Candidate` that :func:`.stages.self_reflect`
 can start from.
 
 * With label questions the critiques are independent calls (``critic_relevance``,
@@ -18,8 +18,11 @@ can start from.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ...llm.base import Prompt
-from ...reflection.readings import Draft, Reading
+from ...reflection import score as S
+from ...reflection.readings import normalised
 from ...reflection.tokens import (
     NO_RETRIEVAL_TOKEN,
     REFLECTION_GROUPS,
@@ -28,7 +31,7 @@ from ...reflection.tokens import (
     neutralize,
     paragraph,
 )
-from ...types import Document
+from ...types import Candidate, Document, Verdict
 from ..core.context import format_passage
 from ..core.trace import Run
 from .critic import Critic
@@ -38,25 +41,25 @@ THOUGHT = "Critique the method's answer."
 _NEUTRAL = {"relevance": "relevant", "support": "partially"}
 
 
-def _token(group: str, reading: Reading) -> str:
-    label = reading.label or _NEUTRAL[group]
+def _token(group: str, reading: Verdict) -> str:
+    label = S.argmax_label(normalised(reading)) or _NEUTRAL[group]
     return next(tok for tok, lab in REFLECTION_GROUPS[group].surface.items() if lab == label)
 
 
 async def critique_answer(
     critic: Critic, run: Run, question: str, answer: str, passage: Document | None
-) -> Draft:
+) -> Candidate:
     """The critiques of ``answer`` (relevance and support of ``passage`` when given, utility)."""
     if critic.reflection:
         readings = await _reflection_readings(critic, run, question, answer, passage)
     else:
         readings = await _label_readings(critic, run, question, answer, passage)
-    return Draft(text=answer, passage=passage, readings=readings, seq=None, final=True, index=0)
+    return Candidate(text=answer, passages=() if passage is None else (passage,), verdicts=readings, seq=None, final=True, number=0)
 
 
 async def _label_readings(
     critic: Critic, run: Run, question: str, answer: str, passage: Document | None
-) -> dict[str, Reading]:
+) -> dict[str, Verdict]:
     asks: list[tuple[str, Prompt, str]] = []
     if passage is not None:
         block = format_passage(passage)
@@ -78,11 +81,11 @@ async def _label_readings(
 
 async def _reflection_readings(
     critic: Critic, run: Run, question: str, answer: str, passage: Document | None
-) -> dict[str, Reading]:
+) -> dict[str, Verdict]:
     text = neutralize(answer.strip())
-    readings: dict[str, Reading] = {}
+    readings: dict[str, Verdict] = {}
 
-    async def read(group: str, prompt: str, shown: str) -> Reading:
+    async def read(group: str, prompt: str, shown: str) -> Verdict:
         reading, _ = await critic.read(
             run, group, prompt, action=f"critique_{group}", thought=THOUGHT, action_input=shown
         )
@@ -99,3 +102,14 @@ async def _reflection_readings(
     support = await read("support", prompt, answer)
     await read("utility", prompt + _token("support", support), answer)
     return readings
+
+
+def joint_document(docs: Sequence[Document]) -> Document:
+    """Several passages as one, for a candidate that reads them all."""
+    if len(docs) == 1:
+        return docs[0]
+    return Document(
+        id="+".join(d.id for d in docs),
+        title=" + ".join(d.title or d.id for d in docs),
+        text="\n\n".join(f"{d.title}: {d.text}" if d.title else d.text for d in docs),
+    )

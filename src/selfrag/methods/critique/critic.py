@@ -28,7 +28,7 @@ from pydantic import Field
 from ...llm.base import LLMBackend, Prompt, chat, normalize_messages
 from ...prompts import load_prompt, render
 from ...reflection import score as S
-from ...reflection.readings import Feedback, Reading
+from ...reflection.readings import Feedback, reading, verdict_details, verdict_summary
 from ...reflection.tokens import (
     LABEL_GROUPS,
     REFLECTION_GROUPS,
@@ -36,6 +36,7 @@ from ...reflection.tokens import (
     find_label,
     instruction_prompt,
 )
+from ...types import Verdict
 from ...validation import StrictModel
 from ..core.answer_format import SHORT_ANSWER_FORMAT
 from ..core.concurrency import gather_in_order
@@ -123,7 +124,7 @@ class Critic:
         self._choice: SourceChoice | None = None
         self._relevance: Relevance | None = None
         # Critiques asked so far, by group and prompt: the first ask's (reading, step).
-        self._asked: dict[Hashable, asyncio.Future[tuple[Reading, StepRecord]]] = {}
+        self._asked: dict[Hashable, asyncio.Future[tuple[Verdict, StepRecord]]] = {}
 
     @property
     def choice(self) -> SourceChoice:
@@ -171,7 +172,7 @@ class Critic:
 
     async def read(
         self, run: Run, group: str, prompt: Prompt, *, action: str, thought: str, action_input: str
-    ) -> tuple[Reading, StepRecord]:
+    ) -> tuple[Verdict, StepRecord]:
         """One critique: next-token label probabilities, or the written label for ``text``.
 
         A critique already asked with this prompt is not asked again: its
@@ -189,17 +190,17 @@ class Critic:
             except BaseException:
                 del self._asked[key]  # a failed ask is asked again next time
                 raise
-        reading, _ = await first
+        verdict, _ = await first
         step = run.note(
             action, thought=thought, action_input=action_input,
-            observation=f"{reading.summary()}; asked before for this question, reading reused (no call)",
-            details={**reading.details(), "reused": True},
+            observation=f"{verdict_summary(verdict)}; asked before for this question, reading reused (no call)",
+            details={**verdict_details(verdict), "reused": True},
         )
-        return reading, step
+        return verdict, step
 
     async def _ask(
         self, run: Run, group: str, prompt: Prompt, *, action: str, thought: str, action_input: str
-    ) -> tuple[Reading, StepRecord]:
+    ) -> tuple[Verdict, StepRecord]:
         spec = self.groups()[group]
         if not self.choice.probabilities:
             step = await run.generate(
@@ -207,7 +208,7 @@ class Critic:
                 max_tokens=self.config.text_max_tokens, top_logprobs=0,
             )
             label = find_label(step.text, spec)
-            reading = Reading(group, S.label_probs(label, spec), "text", "" if label else "no label in the text")
+            verdict = reading(group, S.label_probs(label, spec), "text", "" if label else "no label in the text")
         else:
             step = await run.generate(
                 prompt, action=action, thought=thought, action_input=action_input,
@@ -215,16 +216,16 @@ class Critic:
             )
             gen = step.gen
             if gen is not None and gen.logprobs:
-                reading = Reading(group, S.group_probs(gen.logprobs[0].top, spec), self.choice.source)
+                verdict = reading(group, S.group_probs(gen.logprobs[0].top, spec), self.choice.source)
             else:
                 label = find_label(step.text, spec)
-                reading = Reading(
+                verdict = reading(
                     group, S.label_probs(label, spec), "text",
                     "the backend returned no log-probabilities; read the text label",
                 )
-        step.details.update(reading.details())
-        step.observation = reading.summary()
-        return reading, step
+        step.details.update(verdict_details(verdict))
+        step.observation = verdict_summary(verdict)
+        return verdict, step
 
     def messages(self, system: str, user: str) -> tuple[Any, ...]:
         """A chat prompt with the named packaged system prompt."""
@@ -233,7 +234,7 @@ class Critic:
     def critique_prompt(self, name: str, **values: str) -> tuple[Any, ...]:
         return self.messages("critic_system", render(load_prompt(name), **values))
 
-    async def retrieval(self, run: Run, task: Task) -> tuple[Reading, StepRecord]:
+    async def retrieval(self, run: Run, task: Task) -> tuple[Verdict, StepRecord]:
         """Does the next part of the answer need passages? (``retrieve`` group: yes/no/continue)."""
         if self.reflection:
             prompt: Prompt = instruction_prompt(task.question) + task.answer_so_far.strip()

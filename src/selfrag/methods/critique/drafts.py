@@ -25,7 +25,7 @@ from typing import Any
 from ...llm.base import Prompt
 from ...prompts import load_prompt, render
 from ...reflection import score as S
-from ...reflection.readings import Draft, Reading, first_sentence, prefix_logprobs
+from ...reflection.readings import first_sentence, normalised, prefix_logprobs, reading
 from ...reflection.tokens import (
     NO_RETRIEVAL_TOKEN,
     REFLECTION_GROUPS,
@@ -35,7 +35,7 @@ from ...reflection.tokens import (
     parse_reflection_positions,
     parse_reflection_text,
 )
-from ...types import Document
+from ...types import Candidate, Document, Verdict
 from ..core.context import format_passage
 from ..core.trace import Run
 from .critic import Critic, Task
@@ -48,8 +48,8 @@ async def drafts(
     task: Task,
     passages: Sequence[Document | None],
     *,
-    known: Sequence[Reading | None] | None = None,
-) -> list[Draft]:
+    known: Sequence[Verdict | None] | None = None,
+) -> list[Candidate]:
     """One candidate per passage, each with its critique (``known``: relevance readings already made)."""
     forks = [run.fork() for _ in passages]
     if critic.reflection:
@@ -73,7 +73,7 @@ def _reflection_head(task: Task) -> str:
     return instruction_prompt(instruction) + task.answer_so_far.strip()
 
 
-async def _reflection_draft(critic: Critic, run: Run, task: Task, i: int, doc: Document | None) -> Draft:
+async def _reflection_draft(critic: Critic, run: Run, task: Task, i: int, doc: Document | None) -> Candidate:
     prompt = _reflection_head(task) + (RETRIEVAL_TOKEN + paragraph(doc) if doc is not None else NO_RETRIEVAL_TOKEN)
     logprobs = critic.choice.probabilities
     step = await run.generate(
@@ -84,11 +84,11 @@ async def _reflection_draft(critic: Critic, run: Run, task: Task, i: int, doc: D
     )
     gen = step.gen
     groups = ("relevance", "support", "utility") if doc is not None else ("utility",)
-    readings: dict[str, Reading] = {}
+    readings: dict[str, Verdict] = {}
     if gen is not None and gen.logprobs:
         out = parse_reflection_positions(gen.logprobs)
         for g in groups:
-            readings[g] = Reading(
+            readings[g] = reading(
                 g, S.group_probs(out.tops.get(g), REFLECTION_GROUPS[g]), "reflection_tokens",
                 "" if g in out.tops else "the model wrote no token of this group",
             )
@@ -97,22 +97,22 @@ async def _reflection_draft(critic: Critic, run: Run, task: Task, i: int, doc: D
         out = parse_reflection_text(step.text)
         for g in groups:
             label = out.labels.get(g)
-            readings[g] = Reading(
+            readings[g] = reading(
                 g, S.label_probs(label, REFLECTION_GROUPS[g]), "text",
                 "" if label else "no token of this group in the text",
             )
         seq = None
     ended = out.ended or (gen is not None and gen.finish_reason == "stop")
     final = out.boundary is None and (ended or "utility" in out.labels)
-    draft = Draft(text=out.text, passage=doc, readings=readings, seq=seq, final=final or not out.text, index=i)
+    draft = Candidate(text=out.text, passages=() if doc is None else (doc,), verdicts=readings, seq=seq, final=final or not out.text, number=i)
     step.observation = _draft_summary(draft)
     step.details.update(_draft_details(draft, critic.choice.source, boundary=out.boundary))
     return draft
 
 
 async def _instruction_draft(
-    critic: Critic, run: Run, task: Task, i: int, doc: Document | None, known: Reading | None
-) -> Draft:
+    critic: Critic, run: Run, task: Task, i: int, doc: Document | None, known: Verdict | None
+) -> Candidate:
     """Relevance and the candidate, then support, utility (and is_final); each call a step of ``run``.
 
     Every prompt starts with the same system message and the question, and
@@ -124,7 +124,7 @@ async def _instruction_draft(
     question = task.question
     rel_run, gen_run = run.fork(), run.fork()
 
-    async def relevance() -> Reading | None:
+    async def relevance() -> Verdict | None:
         if doc is None:
             return known
         return await passage_relevance(critic, rel_run, question, doc, known, thought)
@@ -163,7 +163,7 @@ async def _instruction_draft(
     return await _critiqued(critic, run, task, i, doc, text, seq, rel)
 
 
-async def critiqued_answer(critic: Critic, run: Run, task: Task, doc: Document, text: str) -> Draft:
+async def critiqued_answer(critic: Critic, run: Run, task: Task, doc: Document, text: str) -> Candidate:
     """A draft for an answer written elsewhere (e.g. ``vanilla_rag``'s prompt over ``doc``): its
     support and utility read by the critic's label questions; no relevance reading, no sequence score."""
     return await _critiqued(critic, run, task, 0, doc, text, None, None)
@@ -171,8 +171,8 @@ async def critiqued_answer(critic: Critic, run: Run, task: Task, doc: Document, 
 
 async def _critiqued(
     critic: Critic, run: Run, task: Task, i: int, doc: Document | None, text: str, seq: float | None,
-    rel: Reading | None,
-) -> Draft:
+    rel: Verdict | None,
+) -> Candidate:
     """Support (with a passage), utility (and, for a segment, is_final) of ``text``, one call each."""
     block = format_passage(doc) if doc is not None else ""
     thought = _candidate_thought(i, doc)
@@ -194,13 +194,13 @@ async def _critiqued(
         ]
     )
     run.join(*runs)
-    readings: dict[str, Reading] = {} if rel is None else {"relevance": rel}
+    readings: dict[str, Verdict] = {} if rel is None else {"relevance": rel}
     readings.update({name: reading for (name, _, _), (reading, _) in zip(critiques, results, strict=True)})
     final = True
     if task.segment:
         p_final = readings["final"].value
         final = not text or p_final is None or p_final > 0.5
-    return Draft(text=text, passage=doc, readings=readings, seq=seq, final=final, index=i)
+    return Candidate(text=text, passages=() if doc is None else (doc,), verdicts=readings, seq=seq, final=final, number=i)
 
 
 def _candidate_thought(i: int, doc: Document | None) -> str:
@@ -208,17 +208,17 @@ def _candidate_thought(i: int, doc: Document | None) -> str:
     return f"Candidate {i + 1} ({where})."
 
 
-def _draft_summary(draft: Draft) -> str:
-    parts = [f"{g}={draft.value(g):.3f}" if draft.value(g) is not None else f"{g}=unknown" for g in draft.readings]
+def _draft_summary(draft: Candidate) -> str:
+    parts = [f"{g}={draft.value(g):.3f}" if draft.value(g) is not None else f"{g}=unknown" for g in draft.verdicts]
     return f"{' '.join(draft.text.split())[:120]} | {', '.join(parts)}"
 
 
-def _draft_details(draft: Draft, source: str, *, boundary: str | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"critique_source": source, "candidate": draft.index + 1}
+def _draft_details(draft: Candidate, source: str, *, boundary: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"critique_source": source, "candidate": draft.number + 1}
     if draft.passage is not None:
         out["passage"] = draft.passage.id
-    for g, reading in draft.readings.items():
-        probs = reading.probs
+    for g, verdict in draft.verdicts.items():
+        probs = normalised(verdict)
         out[g] = {k: round(v, 4) for k, v in probs.items()} if probs else "none (no probability mass)"
     if draft.seq is not None:
         out["seq"] = round(draft.seq, 4)

@@ -16,17 +16,17 @@ decision.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import Field
 
 from ...reflection import score as S
-from ...reflection.readings import Draft, Feedback, Reading
-from ...types import Candidate, Document, RetrievalResult
+from ...reflection.readings import Feedback, critic_score, normalised, rating, segment_score
+from ...types import Candidate, Document, RetrievalResult, Verdict
 from ...validation import StrictModel
 from ..core.trace import Run, shorten
-from ..steps.decision import RetrievalMode
+from .decision import RetrievalMode
 from .critic import Critic, Task
 from .drafts import drafts as write_drafts
 from .relevance import known_relevance
@@ -72,7 +72,7 @@ class RetrievalChoice:
     decision: str  # yes | no | continue
     p: float | None  # the probability compared with the threshold
     mode: str
-    reading: Reading | None = None
+    reading: Verdict | None = None
 
     @property
     def retrieve(self) -> bool:
@@ -104,7 +104,7 @@ async def adaptive_retrieval(
         )
         return RetrievalChoice(decision, None, mode)
     reading, step = await critic.retrieval(run, task)
-    probs = reading.probs
+    probs = normalised(reading)
     p_ret = S.p_retrieve(probs) if probs is not None else None
     details: dict[str, Any] = {"stage": stage, "mode": mode, "threshold": threshold, "p_retrieve": _r(p_ret)}
     if task.segment:
@@ -135,7 +135,7 @@ async def adaptive_retrieval(
 class Scored:
     """A candidate with its place in retrieval order and its scores."""
 
-    draft: Draft
+    draft: Candidate
     rank: int  # 0-based position in the retrieval result
     retrieval_score: float | None
     rerank: S.ScoreBreakdown
@@ -159,7 +159,7 @@ async def critic_rerank(
     *,
     weights: S.Weights,
     top_k: int,
-    known: Sequence[Reading | None] | None = None,
+    known: Sequence[Verdict | None] | None = None,
 ) -> RerankResult:
     """Write and critique one candidate per retrieved passage; order by the critic score; keep ``top_k``.
 
@@ -170,7 +170,7 @@ async def critic_rerank(
         known = await known_relevance(critic, run, question, result)
     drafts = await write_drafts(critic, run, Task(question), docs, known=known)
     scored = [
-        Scored(d, i, result.scores[i] if i < len(result.scores) else None, d.critic_score(weights))
+        Scored(d, i, result.scores[i] if i < len(result.scores) else None, critic_score(d, weights))
         for i, d in enumerate(drafts)
     ]
     order = S.rank([s.rerank.total for s in scored], len(scored))
@@ -193,9 +193,9 @@ async def critic_rerank(
                     "doc": _doc_name(s.doc),
                     "retrieval_score": _r(s.retrieval_score),
                     "rerank": _r(s.rerank.total),
-                    "rel": _r(s.draft.rel),
-                    "sup": _r(s.draft.sup),
-                    "use": _r(s.draft.use),
+                    "rel": _r(s.draft.value('relevance')),
+                    "sup": _r(s.draft.value('support')),
+                    "use": _r(s.draft.value('utility')),
                 }
                 for s in ranked
             ],
@@ -210,7 +210,7 @@ async def critic_rerank(
 
 @dataclass
 class ReflectionResult:
-    best: Draft
+    best: Candidate
     best_score: S.ScoreBreakdown
     iterations: list[dict[str, Any]] = field(default_factory=list)
     changed: bool = False
@@ -221,7 +221,7 @@ async def self_reflect(
     critic: Critic,
     run: Run,
     question: str,
-    start: Draft,
+    start: Candidate,
     *,
     weights: S.Weights,
     max_iterations: int,
@@ -229,31 +229,31 @@ async def self_reflect(
 ) -> ReflectionResult:
     """Regenerate while the expected utility rating is below ``min_utility``; keep the best by segment score."""
     current = start
-    best, best_score = start, start.score(weights)
+    best, best_score = start, segment_score(start, weights)
     iterations = [_iteration(0, start, best_score, changed=False)]
     stop = ""
     for i in range(1, max_iterations + 1):
-        rating = current.rating
-        if rating is None:
+        expected = rating(current)
+        if expected is None:
             stop = "utility unknown: no basis for regenerating"
             break
-        if rating >= min_utility:
-            stop = f"utility {rating:.2f} >= {min_utility}"
+        if expected >= min_utility:
+            stop = f"utility {expected:.2f} >= {min_utility}"
             break
-        known: Sequence[Reading | None] = [current.readings.get("relevance")]
+        known: Sequence[Verdict | None] = [current.verdicts.get("relevance")]
         [draft] = await write_drafts(
-            critic, run, Task(question, feedback=Feedback(current.text, rating)), [current.passage], known=known
+            critic, run, Task(question, feedback=Feedback(current.text, expected)), [current.passage], known=known
         )
-        draft_score = draft.score(weights)
+        draft_score = segment_score(draft, weights)
         iterations.append(_iteration(i, draft, draft_score, changed=draft.text.strip() != current.text.strip()))
         if draft_score.total > best_score.total:
             best, best_score = draft, draft_score
         current = draft
     else:
-        rating = current.rating
+        expected = rating(current)
         stop = (
-            f"utility {rating:.2f} >= {min_utility}"
-            if rating is not None and rating >= min_utility
+            f"utility {expected:.2f} >= {min_utility}"
+            if expected is not None and expected >= min_utility
             else f"max_iterations ({max_iterations}) reached"
         )
     changed = best.text.strip() != start.text.strip()
@@ -278,12 +278,12 @@ async def self_reflect(
     return ReflectionResult(best=best, best_score=best_score, iterations=iterations, changed=changed, stop=stop)
 
 
-def _iteration(i: int, draft: Draft, breakdown: S.ScoreBreakdown, *, changed: bool) -> dict[str, Any]:
+def _iteration(i: int, draft: Candidate, breakdown: S.ScoreBreakdown, *, changed: bool) -> dict[str, Any]:
     return {
         "iteration": i,
-        "rating": _r(draft.rating),
+        "rating": _r(rating(draft)),
         "score": _r(breakdown.total),
-        "sup": _r(draft.sup),
+        "sup": _r(draft.value('support')),
         "changed": changed,
         "answer": shorten(draft.text, 80),
     }
@@ -299,18 +299,6 @@ def _doc_name(doc: Document | None) -> str:
     return doc.id
 
 
-SUPPORT_NAMES = {"fully": "fully supported", "partially": "partially supported", "no": "no support"}
-
-
-def as_candidate(draft: Draft, breakdown: S.ScoreBreakdown, **details: Any) -> Candidate:
-    """A scored draft as the response's :class:`~selfrag.types.Candidate` (utility: expected 1..5 rating)."""
-    support = draft.label("support")
-    return Candidate(
-        text=draft.text,
-        passage=draft.passage,
-        relevance=draft.label("relevance"),
-        support=SUPPORT_NAMES.get(support, support) if support else None,
-        utility=_r(draft.rating),
-        score=_r(breakdown.total),
-        details={**breakdown.as_dict(), **details},
-    )
+def as_candidate(draft: Candidate, breakdown: S.ScoreBreakdown, **details: Any) -> Candidate:
+    """A scored draft as the response lists it: its score, and the score's terms in its details."""
+    return replace(draft, score=_r(breakdown.total), details={**breakdown.as_dict(), **details})

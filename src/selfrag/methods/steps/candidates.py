@@ -13,8 +13,7 @@ def cited_passages(best: Candidate | None, docs: list[Document]) -> list[Documen
     """The selected candidate's passages (None: no candidate, so every retrieved passage)."""
     if best is None:
         return None
-    indices = best.details.get("passage_indices") or []
-    cited = [docs[i - 1] for i in indices if 0 < i <= len(docs)]
+    cited = [docs[i - 1] for i in best.indices if 0 < i <= len(docs)]
     if not cited and best.passage is not None:
         cited = [best.passage]
     return cited or None
@@ -23,25 +22,27 @@ def cited_passages(best: Candidate | None, docs: list[Document]) -> list[Documen
 def candidate_row(c: Candidate) -> dict[str, Any]:
     """One candidate as the response's ``details["all_candidates"]`` lists it (a verdict the model did
     not give is None and named under ``not_judged``)."""
+    defaulted = [name for name, v in c.verdicts.items() if v.default]
     return honest_row({
         "text": c.text,
         "passage_id": c.passage.id if c.passage else None,
         "passage_title": c.passage.title if c.passage else None,
-        "passage_indices": list(c.details.get("passage_indices", [])),
-        "joint": bool(c.details.get("joint", False)),
+        "passage_indices": list(c.indices),
+        "joint": c.joint,
         "relevance": c.relevance,
         "support": c.support,
         "utility": c.utility,
         "score": c.score,
-        "defaults_used": list(c.details.get("defaults_used", [])),
-    }, c.details)
+        "sources": {name: v.source for name, v in c.verdicts.items()},
+        "defaults_used": defaulted,
+    }, {"defaults_used": defaulted})
 
 
 def note_selection(run: Run, rule: str, candidates: list[Candidate], index: int, why: str | None = None) -> None:
     """The ``select_best`` step: which candidate (0-based ``index``) the rule picked, and its verdicts
     (``why``: what the rule read instead, when it read no verdict)."""
     best = candidates[index]
-    source = "all relevant passages" if best.details.get("joint") else (
+    source = "all relevant passages" if best.joint else (
         f"'{best.passage.title or best.passage.id}'" if best.passage else "-")
     verdicts = why or (f"utility={shown(judged_value(best, 'utility'))}, "
                        f"support={shown(judged_value(best, 'support'))}, "

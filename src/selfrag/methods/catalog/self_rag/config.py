@@ -1,81 +1,117 @@
-"""The options of ``self_rag`` (every critique mode): what each one changes is said beside it."""
+"""The settings of ``self_rag``: what a user chooses, each beside what it changes.
+
+Everything else is fixed by the method or by a preset (``configs/self_rag_seed000.yaml``,
+``configs/self_rag_seed003.yaml``, ...); the settings an earlier version had and
+this one does not are named in :data:`RETIRED` with where they went, so an old
+config gets a one-line error that says what to write instead.
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, field_validator
 
-from ....reflection.confidence import Signal
 from ....validation import off_when_false
-from ...steps.confidence import DRAFT_TEMPERATURE, DRAFTS, ConfidenceReading
-from ...steps.decision import DEFAULT_THRESHOLD, RetrievalMode
-from ...steps.joint_first import JointFirstConfig
+from ...core.base import MethodConfig
+from ...critique.confidence import ConfidenceReading
+from ...critique.decision import RetrievalMode
+from .abstain import Rule, parse_rules
 
 
-class JointRanking(StrEnum):
-    """Which passages the joint candidate reads."""
+class Critic(StrEnum):
+    """Where the verdicts come from (methods/critique/: one source class each)."""
 
-    # The best by lexical evidence alone, chosen before any verdict, so the joint is written
-    # alongside the one-passage candidates.
-    PRIOR = "prior"
-    # The mode's relevance verdicts averaged with that evidence (waits for them).
-    FUSED = "fused"
-    # fused for the separate mode, whose verdicts filter passages; prior otherwise.
-    AUTO = "auto"
+    PROMPTED = "prompted"  # labels the model writes: one call answers and judges, one rates (seed 000)
+    JSON = "json"  # one JSON verdict per call; irrelevant passages dropped before answering (seed 003)
+    LABEL_PROBS = "label_probs"  # label-word probabilities by the paper's formulas (seed 002's critic)
+    REFLECTION_TOKENS = "reflection_tokens"  # a Self-RAG fine-tune's own reflection tokens
 
 
-class SelfRAGConfig(JointFirstConfig):
-    critique: Literal["combined", "fused", "separate"] = "combined"
-    top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
-    num_candidates: int = Field(3, ge=1)
-    max_context_tokens: int = Field(4000, ge=16)
-    # A retrieval-decision template with a {question} placeholder; None: the packaged one.
-    prompt_path: str | None = None
-    # Token cap for the short verdict calls (decision, relevance, support, utility).
-    critic_max_tokens: int = Field(32, ge=1)
-    # look_first: with documents, retrieve first and decide from what was found (no call when the best
-    # passage covers the question, steps/look_first.py); adaptive: the model decides from the question
-    # alone (one call, the paper's); always / never: skip that call and retrieve for every question /
-    # for none (the paper's forced-retrieval settings).
+class Selection(StrEnum):
+    """How the answer is chosen among the usable candidates (selection.py: one strategy each)."""
+
+    JOINT_FIRST = "joint_first"  # the joint candidate whenever it has an answer, else the critic's rule
+    CRITIQUE = "critique"  # the critic's own rule over every candidate (seed 000's score, seed 003's key)
+    SCORE = "score"  # the paper's weighted sum seq + 1.0·rel + 1.0·sup + 0.5·use
+    LIKELIHOOD = "likelihood"  # the candidate most likely as the reply to the joint's answer prompt
+
+
+# Settings of earlier versions, and what replaces each (the error an old config gets).
+RETIRED: dict[str, str] = {
+    "critique": "critic: prompted (was combined) or json (was separate); fused was retired",
+    "joint_candidate": "joint_passages: 0 for no joint candidate",
+    "passage_candidates": "the one-passage candidates are written on demand with selection: joint_first, "
+                          "and for every question otherwise",
+    "joint_ranking": "the joint reads the passages ranked by lexical evidence, fused with the relevance "
+                     "verdicts of a critic that judges first (critic: json)",
+    "retrieve_own_evidence": "retrieval_mode: adaptive asks even when the question brings its own passages; "
+                             "look_first does not",
+    "abstain_below": "abstain: [support < partially_supported]",
+    "abstain_min_relevance": "abstain: [relevance < 0.7]",
+    "abstain_unconfirmed": "abstain: [unconfirmed]",
+    "abstain_below_confidence": "abstain: [confidence < 0.3]",
+    "retrieval_threshold": "the threshold is measured per model (docs/methods.md, the retrieval decision)",
+    "prompt_path": "put your decision template, as self_rag.txt, in the folder SELFRAG_PROMPT_DIR names",
+    "critic_max_tokens": "verdict calls are capped at 32 tokens",
+    "confidence_model": "confidence: PATH.json (your fit, read as confidence: reflection)",
+    "confidence_also_read": "a lab setting (lab/README.md)",
+    "confidence_drafts": "a lab setting (lab/README.md)",
+    "confidence_draft_temperature": "a lab setting (lab/README.md)",
+    "facts_first": "yes/no questions are answered after their facts; other questions directly",
+    "answer_reading": "choice answers are read as written",
+}
+
+
+def _confidence(value: Any) -> Any:
+    value = off_when_false(value)
+    if isinstance(value, str) and (value.endswith(".json") or value in {r.value for r in ConfidenceReading}):
+        return value
+    raise ValueError(f"confidence is one of {', '.join(r.value for r in ConfidenceReading)} or a rule file "
+                     "(.json) that `selfrag confidence fit` wrote")
+
+
+class SelfRAGConfig(MethodConfig):
+    critic: Critic = Critic.PROMPTED
+    # look_first: with a corpus, retrieve first and decide from what was found (no call when the best
+    # passage covers the question); with the question's own passages, use them without asking.
+    # adaptive: the model decides from the question alone (one call, the paper's; the critic reads it).
+    # always / never: no call (the paper's forced settings).
     retrieval_mode: RetrievalMode = RetrievalMode.LOOK_FIRST
-    # Adaptive decision on a backend with log-probabilities: retrieve when P(yes) >= this;
-    # "auto": measured once per backend on written anchor questions (steps/decision.py).
-    retrieval_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["auto"] = DEFAULT_THRESHOLD
-    # Which passages the joint candidate reads (JointRanking).
-    joint_ranking: JointRanking = JointRanking.AUTO
-    # joint_candidate, joint_passages, selection, passage_candidates (JointFirstConfig,
-    # steps/joint_first.py): the joint candidate and how the answer is chosen; by default the
-    # one-passage candidates are written only when the joint has no usable answer (always: seed
-    # 000's pipeline; without the joint, with selection: critique or likelihood, with joint_ranking
-    # fused or with an abstention rule that reads their verdicts, they always are; likelihood picks
-    # the candidate most likely as the reply to the joint's prompt, self_rag/likelihood.py). facts_first and
-    # answer_reading (JointAnswerConfig): how the joint's answer is written and read.
-    # adaptive, and the question came with its own documents (a dataset's contexts):
-    # retrieve without asking, since whoever asked supplied the evidence.
-    retrieve_own_evidence: bool = True
-    # Abstention (off, as in the seeds): answer ABSTAIN_ANSWER and record
-    # abstained: true when no usable candidate has a support verdict at least this good ...
-    abstain_below: Literal["partially_supported", "fully_supported"] | None = None
-    # ... or when no retrieved passage's fused relevance (verdict and lexical evidence,
-    # steps/evidence.py) reaches this (checked once the one-passage verdicts are in).
-    abstain_min_relevance: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
-    # ... or when no other usable candidate (written from other passages) gives the same answer
-    # as the selected one (steps/abstention.py: token F1 >= 0.5) ...
-    abstain_unconfirmed: bool = False
-    # ... or when the answer's confidence is below this.
-    abstain_below_confidence: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
-    # How sure the answer is (steps/confidence.py): reflection reads the signals its model uses (the
-    # answer's probability, P(True), how much the passages raise the answer's likelihood, how much of
-    # it they contain, their evidence, the agreement of sampled drafts), combined by a model fitted on
-    # development questions (confidence_model: a JSON file `selfrag confidence fit` wrote; None: the
-    # packaged fit).
-    confidence: Annotated[ConfidenceReading, BeforeValidator(off_when_false)] = ConfidenceReading.REFLECTION
-    confidence_model: str | None = None
-    # Signals read and recorded besides those the model weighs, to fit another rule on (e.g.
-    # [agreement, lift]; each costs its calls at every answer).
-    confidence_also_read: tuple[Signal, ...] = ()
-    # Drafts sampled from the answer's prompt when the model reads their agreement, and how freely.
-    confidence_drafts: Annotated[int, Field(ge=1, le=20)] = DRAFTS
-    confidence_draft_temperature: Annotated[float, Field(gt=0.0, le=2.0)] = DRAFT_TEMPERATURE
+    top_k: int | None = Field(None, ge=1)  # None: retrieval.top_k
+    # One-passage candidates: one for each of the first num_candidates passages (the critic's
+    # judges_first sources: those of them judged relevant).
+    num_candidates: int = Field(3, ge=1)
+    # The joint candidate reads this many passages with the best evidence (0: no joint candidate).
+    joint_passages: int = Field(5, ge=0)
+    selection: Selection = Selection.JOINT_FIRST
+    # Abstention rules, checked once the answer and its confidence are read (off, as in the seeds):
+    # "relevance < X", "support < partially_supported|fully_supported", "unconfirmed", "confidence < X".
+    abstain: Annotated[tuple[Rule, ...], BeforeValidator(parse_rules)] = ()
+    # How sure the answer is (critique/confidence.py): off, sequence, p_true, reflection (the packaged
+    # rule over the reflection signals), or a rule file `selfrag confidence fit` wrote (reflection with it).
+    confidence: Annotated[str, BeforeValidator(_confidence)] = ConfidenceReading.REFLECTION.value
+    max_context_tokens: int = Field(4000, ge=16)
+
+    RETIRED: ClassVar[dict[str, str]] = RETIRED
+
+    @property
+    def confidence_reading(self) -> ConfidenceReading:
+        return ConfidenceReading.REFLECTION if self.confidence.endswith(".json") else ConfidenceReading(self.confidence)
+
+    @property
+    def confidence_file(self) -> str | None:
+        """The fitted rule file ``confidence`` names (None: the packaged one)."""
+        return self.confidence if self.confidence.endswith(".json") else None
+
+    @field_validator("joint_passages")
+    @classmethod
+    def _joint(cls, value: int) -> int:
+        if value == 1:
+            raise ValueError("a joint candidate reads at least 2 passages (0: none)")
+        return value
+
+    @property
+    def joint(self) -> bool:
+        return self.joint_passages >= 2

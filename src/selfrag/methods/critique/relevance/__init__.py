@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ....reflection.readings import Reading
-from ....types import Document, RetrievalResult
+from ....types import Document, RetrievalResult, Verdict
 from ...core.trace import Run
 from ..critic import Critic, Relevance
 from .base import RelevanceReader, label_relevance
@@ -31,21 +30,21 @@ def reader(critic: Critic) -> RelevanceReader:
 
 async def known_relevance(
     critic: Critic, run: Run, question: str, result: RetrievalResult
-) -> list[Reading | None] | None:
+) -> list[Verdict | None] | None:
     """The relevance readings made before the candidates are written (None: this reading makes none)."""
     return await reader(critic).before(critic, run, question, result)
 
 
 async def passage_relevance(
-    critic: Critic, run: Run, question: str, doc: Document, known: Reading | None, thought: str
-) -> Reading | None:
+    critic: Critic, run: Run, question: str, doc: Document, known: Verdict | None, thought: str
+) -> Verdict | None:
     """One passage's relevance as its draft reads it (see :meth:`RelevanceReader.for_passage`)."""
     return await reader(critic).for_passage(critic, run, question, doc, known, thought)
 
 
 async def every_relevance(
-    critic: Critic, run: Run, question: str, result: RetrievalResult, known: Sequence[Reading | None] | None
-) -> list[Reading | None]:
+    critic: Critic, run: Run, question: str, result: RetrievalResult, known: Sequence[Verdict | None] | None
+) -> list[Verdict | None]:
     """Every retrieved passage's relevance (:func:`passage_relevance`) without writing its candidate.
 
     The label questions are those a candidate's draft would ask, so drafts written afterwards for

@@ -12,20 +12,19 @@ prompt shares the question-and-passage prefix with the candidate's.
 
 from __future__ import annotations
 
-from ....reflection.readings import Reading
-from ....types import Document, RetrievalResult
+from ....types import Document, RetrievalResult, Verdict
 from ...core.context import format_passage
 from ...core.trace import Run
 from ..critic import Critic
 
 
-async def label_relevance(critic: Critic, run: Run, question: str, doc: Document, thought: str) -> Reading:
+async def label_relevance(critic: Critic, run: Run, question: str, doc: Document, thought: str) -> Verdict:
     """The paper's relevance critique: the label question about one passage alone."""
     prompt = critic.critique_prompt("critic_relevance", question=question, passage=format_passage(doc))
-    reading, _ = await critic.read(
+    verdict, _ = await critic.read(
         run, "relevance", prompt, action="critique_relevance", thought=thought, action_input=question
     )
-    return reading
+    return verdict
 
 
 class RelevanceReader:
@@ -33,13 +32,13 @@ class RelevanceReader:
 
     async def before(
         self, critic: Critic, run: Run, question: str, result: RetrievalResult
-    ) -> list[Reading | None] | None:
+    ) -> list[Verdict | None] | None:
         """Readings of every retrieved passage made before the candidates (None: none made here)."""
         return None
 
     async def for_passage(
-        self, critic: Critic, run: Run, question: str, doc: Document, known: Reading | None, thought: str
-    ) -> Reading | None:
+        self, critic: Critic, run: Run, question: str, doc: Document, known: Verdict | None, thought: str
+    ) -> Verdict | None:
         """One passage's relevance as its draft reads it: ``known`` when made before, else the label question."""
         if known is not None:
             return known

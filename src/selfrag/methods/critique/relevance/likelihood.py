@@ -28,8 +28,8 @@ from __future__ import annotations
 import math
 
 from ....errors import ConfigError
-from ....reflection.readings import Reading
-from ....types import RetrievalResult
+from ....reflection.readings import reading, verdict_details, verdict_summary
+from ....types import RetrievalResult, Verdict
 from ...core.context import format_passage
 from ...core.trace import Run, StepRecord
 from ..critic import Critic, Relevance
@@ -59,7 +59,7 @@ def centred_values(means: list[float | None]) -> list[float | None]:
 
 async def likelihood_relevance(
     critic: Critic, run: Run, question: str, result: RetrievalResult
-) -> list[Reading | None] | None:
+) -> list[Verdict | None] | None:
     """One relevance reading per retrieved passage from the question's likelihood (None: no passage,
     or a reflection-token model, whose relevance comes with its candidates)."""
     docs = list(result.documents)
@@ -83,16 +83,16 @@ async def likelihood_relevance(
     steps = await critic.gather([score(i) for i in range(len(docs))])
     run.join(*forks)
     means = [mean_logprob(step) for step in steps]
-    readings: list[Reading | None] = []
+    readings: list[Verdict | None] = []
     for doc, step, mean, value in zip(docs, steps, means, centred_values(means), strict=True):
         if value is None:
             readings.append(None)
             step.observation = "relevance unknown (the backend returned no log-probabilities)"
             continue
-        reading = Reading("relevance", {"relevant": value, "irrelevant": 1.0 - value}, SOURCE)
-        step.details.update(reading.details(), passage=doc.id, mean_logprob=round(mean, 4))
-        step.observation = reading.summary()
-        readings.append(reading)
+        verdict = reading("relevance", {"relevant": value, "irrelevant": 1.0 - value}, SOURCE)
+        step.details.update(verdict_details(verdict), passage=doc.id, mean_logprob=round(mean, 4))
+        step.observation = verdict_summary(verdict)
+        readings.append(verdict)
     return readings
 
 
@@ -101,5 +101,5 @@ class LikelihoodReader(RelevanceReader):
 
     async def before(
         self, critic: Critic, run: Run, question: str, result: RetrievalResult
-    ) -> list[Reading | None] | None:
+    ) -> list[Verdict | None] | None:
         return await likelihood_relevance(critic, run, question, result)

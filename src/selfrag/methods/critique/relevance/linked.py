@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ....reflection.readings import Reading
 from ....retrieval.links import evidence_prior
-from ....types import Document, RetrievalResult
+from ....types import Document, RetrievalResult, Verdict
 from ...core.context import format_passage
 from ...core.trace import Run
 from ..critic import Critic
@@ -44,27 +43,27 @@ class LinkedReader(RelevanceReader):
 
     async def before(
         self, critic: Critic, run: Run, question: str, result: RetrievalResult
-    ) -> list[Reading | None] | None:
+    ) -> list[Verdict | None] | None:
         docs = list(result.documents)
         if critic.reflection or len(docs) < 2:
             return None
         shown = anchors(question, docs, result.scores)
         forks = [run.fork() for _ in docs]
 
-        async def read(i: int) -> Reading:
+        async def read(i: int) -> Verdict:
             doc, anchor = docs[i], shown[i]
             assert anchor is not None  # two or more passages: every passage has an anchor
             prompt = critic.critique_prompt(
                 "critic_relevance_linked", question=question, anchor=format_passage(anchor),
                 passage=format_passage(doc),
             )
-            reading, step = await critic.read(
+            verdict, step = await critic.read(
                 forks[i], "relevance", prompt, action="critique_relevance",
                 thought=f"Is passage {doc.title or doc.id} relevant, read beside {anchor.title or anchor.id}?",
                 action_input=question,
             )
             step.details.update(passage=doc.id, anchor=anchor.id)
-            return reading
+            return verdict
 
         readings = await critic.gather([read(i) for i in range(len(docs))])
         run.join(*forks)

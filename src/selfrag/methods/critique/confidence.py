@@ -35,12 +35,13 @@ from ...normalize import normalize_answer
 from ...prompts import load_prompt, render
 from ...reflection.confidence import ConfidenceModel, Signals
 from ...reflection.confidence import agreement as agreement_of
-from ...types import Document, Question
+from ...retrieval.links import evidence_prior
+from ...types import Candidate, Document, Question
 from ..core.answer_format import answer_system
-from ..core.context import answer_prompt
+from ..core.context import answer_prompt, build_context
 from ..core.text import clean_answer
 from ..core.trace import Run, StepRecord, shorten
-from .choice_reading import TOP_LOGPROBS, first_top, label_probs, normalised
+from ..steps.choice_reading import TOP_LOGPROBS, first_top, label_probs, normalised
 
 # What a low confidence means, in the words ask prints.
 LOW = 0.5
@@ -202,6 +203,20 @@ async def read_confidence(
                  + (f" ({LOW_CONFIDENCE_NOTE})" if value < LOW else ""),
                  details=details)
     return out
+
+
+async def candidate_confidence(
+    run: Run, reading: ConfidenceReading, question: Question, candidate: Candidate, docs: Sequence[Document],
+    scores: Sequence[float] | None, max_tokens: int, *, model: ConfidenceModel | None = None,
+) -> Confidence:
+    """The confidence of a selected candidate, read over the passages it was written from (their
+    evidence priors among every retrieved passage's)."""
+    indices = [i for i in candidate.indices if 0 < i <= len(docs)]
+    read = [docs[i - 1] for i in indices] or list(candidate.passages[:1])
+    context, _ = build_context(read, max_tokens, run.llm.count_tokens)
+    priors = evidence_prior(question.text, docs, scores if scores is not None and len(scores) == len(docs) else None)
+    return await read_confidence(run, reading, question, candidate.text, seq=candidate.seq, context=context, docs=read,
+                                 priors=[priors[i - 1] for i in indices] or None, model=model)
 
 
 async def _read(reading: Awaitable[float | None], missing: list[str]) -> float | None:

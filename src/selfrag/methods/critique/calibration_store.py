@@ -1,7 +1,7 @@
 """The retrieval decision's calibration, kept on disk per model and prompt.
 
 Calibrating the "auto" threshold asks the model about twelve anchor questions
-(:class:`~selfrag.methods.steps.decision.Calibration`). The result depends
+(:class:`~selfrag.methods.critique.decision.Calibration`). The result depends
 only on the model, the decision prompt and the anchors, so it is kept in a
 small JSON file and every later process with the same model reads it instead
 of asking again: a second ``selfrag ask`` makes no calibration call.

@@ -31,7 +31,7 @@ from ...reflection.decisions import NO, YES, Decision, parse_decision
 from ...types import Document, Question
 from ..core.context import build_context
 from ..core.trace import Run, StepRecord
-from .choice_reading import MIN_MASS, TOP_LOGPROBS, first_top, label_probs, normalised
+from ..steps.choice_reading import MIN_MASS, TOP_LOGPROBS, first_top, label_probs, normalised
 
 
 class JudgeReading(StrEnum):

@@ -1,4 +1,4 @@
-"""Choosing among candidate answers by how likely each is as the reply to the evidence prompt.
+"""Support read as likelihood: how likely each candidate answer is as the reply to the evidence prompt.
 
 A support reading without a label question: every candidate, whichever
 passage it was written from, is scored as the reply to one prompt, the
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ....normalize import normalize_answer
-from ....types import Question
-from ...core.context import answer_prompt
-from ...core.trace import Run, shorten
-from ...steps.confidence import mean_logprob
+from ...normalize import normalize_answer
+from ...types import Question
+from ..core.context import answer_prompt
+from ..core.trace import Run, shorten
+from .confidence import mean_logprob
 
 RULE = ("The candidate most likely as the reply to the answer prompt over the passages with the best "
         "evidence (mean token log-probability); the joint candidate on ties.")

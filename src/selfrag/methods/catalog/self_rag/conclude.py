@@ -1,0 +1,82 @@
+"""``self_rag``'s last phases: how sure the answer is, then abstain or answer.
+
+The confidence (``confidence``) is read over the passages the selected
+candidate was written from (:mod:`...critique.confidence`). The abstention rules
+(``abstain``, :mod:`.abstain`) are checked once everything is read; the outcome
+carries seed 003's response fields (:func:`details`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ....reflection.confidence import ConfidenceModel
+from ....reflection.judged import judged_value
+from ....reflection.parse import RELEVANT
+from ...core.base import Outcome
+from ...core.trace import Run
+from ...critique.confidence import ConfidenceReading, candidate_confidence
+from ...steps.abstention import ABSTAIN_ANSWER, note_abstention
+from ...steps.candidates import candidate_row, cited_passages
+from ...steps.evidence import best_fused
+from . import abstain
+from .selection import ByCritique
+from .state import State
+
+
+class ReadConfidence:
+    def __init__(self, reading: ConfidenceReading, rule_file: str | None, max_context_tokens: int) -> None:
+        self.reading = reading
+        self.model = ConfidenceModel.load(rule_file) if reading is ConfidenceReading.REFLECTION else None
+        self.max_context_tokens = max_context_tokens
+
+    async def __call__(self, run: Run, state: State) -> None:
+        if state.best is not None and self.reading is not ConfidenceReading.OFF:
+            state.confidence = await candidate_confidence(run, self.reading, state.question, state.best, state.docs,
+                                                          state.scores, self.max_context_tokens, model=self.model)
+
+
+class Conclude:
+    def __init__(self, critic: str, rules: Sequence[abstain.Rule], selection: ByCritique) -> None:
+        self.critic = critic
+        self.rules = rules
+        self.selection = selection
+
+    def __call__(self, run: Run, state: State) -> Outcome:
+        """The outcome, or an abstention when a rule says so."""
+        info = details(self.critic, state)
+        sure = state.confidence
+        if sure is not None:
+            info["confidence"] = sure.as_dict()
+        confidence = None if sure is None else sure.value
+        if not state.retrieval_needed:
+            return Outcome(answer=state.answer, details=info, confidence=confidence)
+        relevance = best_fused(state.question.text, state.docs, state.scores, state.relevance)
+        why = abstain.first_reason(self.rules, abstain.Facts(relevance, state.usable, state.best, confidence))
+        if why is not None:
+            note_abstention(run, ", ".join(str(r) for r in self.rules), why)
+            order = self.selection.order(state.usable)  # what selection would answer without the rules
+            withheld = state.answer or (state.usable[order[0]].text if order else None)
+            info.update(abstain_reason=why, withheld_answer=withheld)
+            return Outcome(answer=ABSTAIN_ANSWER, retrieval_needed=True, candidates=state.written, details=info,
+                           abstained=True, confidence=confidence)
+        citations = [] if state.none_relevant else cited_passages(state.best, state.docs)
+        return Outcome(answer=state.answer, retrieval_needed=True, candidates=state.written, details=info,
+                       citations=citations, confidence=confidence)
+
+
+def details(critic: str, state: State) -> dict[str, Any]:
+    """Seed 003's response fields: the selected answer's verdicts and passages, and every candidate."""
+    best, docs = state.best, state.docs
+    context = [docs[i - 1].text for i in best.indices if i <= len(docs)] if best else []
+    return {
+        "critic": critic,
+        "support": judged_value(best, "support") if best else None,  # None: not judged
+        "utility": judged_value(best, "utility") if best else None,
+        "context_used": context or ([best.passage.text] if best and best.passage else []),
+        "retrieval_needed": state.retrieval_needed,
+        "total_docs_retrieved": len(docs),
+        "relevant_docs_count": sum(c.relevance == RELEVANT for c in state.candidates),
+        "all_candidates": [candidate_row(c) for c in state.written],
+    }
