@@ -51,11 +51,11 @@ from selfrag.eval.datasets import load_dataset
 from selfrag.eval.metrics import best_over, f1_score
 from selfrag.llm.factory import create_backend
 from selfrag.methods.catalog.self_rag.config import SelfRAGConfig
-from selfrag.methods.critique.support_likelihood import evidence_likelihoods
 from selfrag.methods.core.context import answer_prompt, build_context
 from selfrag.methods.core.text import clean_answer
 from selfrag.methods.core.trace import Run
 from selfrag.methods.critique.confidence import contained, p_true
+from selfrag.methods.critique.support_likelihood import evidence_likelihoods
 from selfrag.normalize import normalize_answer
 from selfrag.types import Document, Question
 

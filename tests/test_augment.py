@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from selfrag.reflection.readings import rating
-
 import asyncio
 import math
 
@@ -16,6 +14,7 @@ from selfrag.methods import create_method
 from selfrag.methods.core.trace import Run
 from selfrag.methods.critique import Critic, Task, drafts
 from selfrag.methods.critique.stages import adaptive_retrieval, critic_rerank, self_reflect
+from selfrag.reflection.readings import rating
 from selfrag.reflection.score import Weights
 from selfrag.types import RetrievalResult
 from tests.conftest import StaticRetriever
@@ -143,9 +142,9 @@ def reflection_script(ratings: dict[str, str], next_answer: dict[str, str]):
         script[f"usefulness: {prev}\nWrite a more useful answer."] = nxt
     script["capital of France.\n</document>\n\nDoes the document"] = word(relevant=1.0)
     script["capital of France.\n</document>\n\nAnswer the question"] = "Lyon"
-    for answer, rating in ratings.items():
+    for answer, label in ratings.items():
         script[f"Answer: {answer}\n\nIs the answer"] = word(fully=1.0) if answer == "Paris" else word(no=1.0)
-        script[f"Answer: {answer}\n\nHow useful"] = word(**{rating: 1.0})
+        script[f"Answer: {answer}\n\nHow useful"] = word(**{label: 1.0})
     return script
 
 

@@ -9,7 +9,7 @@ from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.methods.core.trace import Run
 from selfrag.methods.critique import Critic, CriticConfig, Task, choose_source, drafts
-from selfrag.reflection.readings import first_sentence, segment_score, normalised, rating
+from selfrag.reflection.readings import first_sentence, normalised, rating, segment_score
 from selfrag.reflection.score import Weights
 from selfrag.types import Document, RetrievalResult
 from tests.conftest import StaticRetriever

@@ -32,18 +32,23 @@ def unit_of(module: str, known: dict[str, int] | None = None) -> str:
     return parts[0]
 
 
-def imports(path: Path, known: dict[str, int] | None = None) -> list[tuple[int, str]]:
-    """(line, target unit) of every import of a selfrag module in ``path``, at any depth."""
-    rel = path.relative_to(SRC).with_suffix("")
+def imports(path: Path, known: dict[str, int] | None = None, rel: Path | None = None) -> list[tuple[int, str]]:
+    """(line, target unit) of every import of a selfrag module in ``path`` (at ``rel`` under selfrag), at any
+    depth."""
+    rel = (rel or path.relative_to(SRC)).with_suffix("")
     package = list(rel.parts[:-1])
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
-                target = ".".join([*base, *(node.module.split(".") if node.module else [])])
-                # "from . import x" at the top level names modules in its aliases
-                targets = [target] if target else [alias.name for alias in node.names]
+                if node.module:
+                    targets = [".".join([*base, *node.module.split(".")])]
+                else:
+                    # "from .. import x": x is a module of that package, or a name its __init__ defines
+                    # (``from .. import __version__``: the package itself, the top-level one at the root).
+                    targets = [".".join([*base, alias.name]) if _is_module(base, alias.name)
+                               else ".".join(base) or "__init__" for alias in node.names]
             elif node.module and node.module.startswith("selfrag"):
                 targets = [node.module.removeprefix("selfrag").lstrip(".")]
             else:
@@ -54,6 +59,11 @@ def imports(path: Path, known: dict[str, int] | None = None) -> list[tuple[int, 
                 if alias.name.startswith("selfrag."):
                     found.append((node.lineno, unit_of(alias.name.removeprefix("selfrag."), known)))
     return found
+
+
+def _is_module(package: list[str], name: str) -> bool:
+    where = SRC.joinpath(*package, name)
+    return where.with_suffix(".py").is_file() or (where / "__init__.py").is_file()
 
 
 def own_unit(path: Path, known: dict[str, int]) -> str:
@@ -93,3 +103,12 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
     # A self-check on a module of this package known to import relatively inside functions.
     found = {t for _, t in imports(SRC / "config" / "files.py", layers())}
     assert any(t.startswith("methods") for t in found) and "errors" in found
+
+
+def test_the_checker_sees_a_name_imported_from_a_package_init(tmp_path):
+    """``from .. import __version__`` imports the package above (here the top-level one, the highest
+    layer): it used to be read as a module named ``__version__`` and skipped."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("from .. import __version__\nfrom ..reflection import tokens\nfrom .. import errors\n")
+    found = sorted({t for _, t in imports(probe, layers(), rel=Path("cli") / "probe.py")})
+    assert found == ["__init__", "errors", "reflection"]

@@ -12,7 +12,6 @@ from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.methods.catalog.self_rag.method import SelfRAG
 from selfrag.methods.factory import create_architecture, get_method_class
-from selfrag.methods.critique.decision import DEFAULT_THRESHOLD
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 VARIANTS = {  # retriever, subset, critic, top_k

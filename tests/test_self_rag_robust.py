@@ -18,8 +18,8 @@ from selfrag.methods import create_method
 from selfrag.methods.core.answer_format import answer_format
 from selfrag.methods.core.answer_shape import finalize_answer, is_yes_no, malformed, yes_no
 from selfrag.methods.core.trace import Run
-from selfrag.methods.steps.abstention import agree
 from selfrag.methods.critique.decision import ANCHORS_RETRIEVE, ANCHORS_SKIP, names_something
+from selfrag.methods.steps.abstention import agree
 from selfrag.methods.steps.evidence import best_fused, impute, rank_evidence
 from selfrag.types import Document, Question, RetrievalResult
 

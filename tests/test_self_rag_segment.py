@@ -12,8 +12,7 @@ from selfrag.config import load_config
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.methods.catalog.self_rag_segment import Beam, evidence, keep_best
-from selfrag.types import Candidate
-from selfrag.types import Document, RetrievalResult
+from selfrag.types import Candidate, Document, RetrievalResult
 from tests.conftest import KeyedRetriever, StaticRetriever
 from tests.helpers.reflection import decision, segment, word
 

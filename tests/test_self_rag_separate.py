@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from selfrag.llm import ScriptedBackend
 from selfrag.config import load_config
+from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.types import Document, Question, RetrievalResult
 

@@ -65,10 +65,25 @@ def test_every_config_runs_on_a_fresh_clone(config, fresh, capsys):
 
 
 @pytest.mark.model
-@pytest.mark.parametrize(("name", "fewer_passages"), [("vanilla_rag", "retrieval.top_k=3"),
-                                                      ("self_rag_fused", "self_rag.top_k=3")])
-def test_configs_run_on_the_embedded_model(name, fewer_passages, fresh, capsys):
+def test_vanilla_runs_on_the_embedded_model(fresh, capsys):
     # Fewer passages and short replies keep two questions on the 135M model to seconds each.
-    summary = run_config(REPO / "configs" / f"{name}.yaml", fresh, capsys,
-                         "--set", "llm.max_tokens=24", "--set", fewer_passages)
+    summary = run_config(REPO / "configs" / "vanilla_rag.yaml", fresh, capsys,
+                         "--set", "llm.max_tokens=24", "--set", "retrieval.top_k=3")
     assert summary["model"].startswith("SmolLM2-135M")
+
+
+@pytest.mark.model
+def test_the_seed_000_preset_runs_five_questions_on_the_embedded_model(fresh, capsys):
+    """`selfrag run configs/self_rag_seed000.yaml --limit 5` as it ships, on the default model."""
+    code = main(["run", str(REPO / "configs" / "self_rag_seed000.yaml"), "--limit", "5", "--no-progress",
+                 "--no-cache", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["status"] == "complete" and summary["n_answered"] == 5 and summary["n_errors"] == 0, summary
+    assert summary["model"].startswith("SmolLM2-135M") and summary["method"] == "self_rag"
+    records = [json.loads(line) for line in (fresh / "results" / summary["run_id"] / "predictions.jsonl").open()]
+    for record in records:  # seed 000's budget: 1 + 2n with retrieval, 2 without
+        n = sum(s["action"] == "generate_and_critique" for s in record["reasoning_chain"])
+        calibration = sum(s["llm_calls"] for s in record["reasoning_chain"] if s["action"] == "calibrate_decision")
+        assert record["accounting"]["llm_calls"] - calibration == (1 + 2 * n if record["retrieval_needed"] else 2)

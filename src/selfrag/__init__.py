@@ -12,8 +12,7 @@ from .types import (
     RetrievalResult,
     TokenLogprobs,
 )
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "ArchitectureType",

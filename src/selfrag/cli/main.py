@@ -16,9 +16,9 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
 from ..errors import SelfragError
 from ..redaction import redact_secrets
+from ..version import __version__
 from . import commands
 from .progress import announce_start
 from .signals import Terminated, sigterm_stops

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__
 from ..errors import SelfragError
+from ..version import __version__
 from .cpu import X86_OPTIONS, choose_flags
 from .smoke import SmokeResult, compiled_features, run_smoke
 

@@ -11,9 +11,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .. import __version__
 from ..llm import streaming
 from ..methods.factory import available_methods
+from ..version import __version__
 from . import openai_format as oai
 from .answering import Answerer
 from .errors import ApiError, as_api_error, error_body

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from ...methods.factory import available_methods
+from ...methods.presets import PRESETS
 from ...serialize import to_jsonable
 
 NAME = "methods"
@@ -15,6 +16,7 @@ ORDER = 30
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print name, type, description and config keys as JSON")
+    parser.add_argument("--presets", action="store_true", help="with --json: the seed presets instead of the methods")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,9 +36,15 @@ def run(args: argparse.Namespace) -> int:
             }
             for name, cls in methods.items()
         ]
-        print(json.dumps(rows, indent=2))
+        presets = [{"file": f"configs/{p.file}", "method": p.method, "seed": p.seed, "pipeline": p.pipeline}
+                   for p in PRESETS]
+        print(json.dumps(rows if not args.presets else presets, indent=2))
         return 0
     width = max(len(n) for n in methods)
     for name, cls in methods.items():
         print(f"{name:<{width}}  {cls.description}")
+    print("\nThe seeds' pipelines, as presets (selfrag run configs/FILE, or ask --config configs/FILE):")
+    width = max(len(p.file) for p in PRESETS)
+    for p in PRESETS:
+        print(f"  {p.file:<{width}}  {p.seed}, {p.method}: {p.pipeline}")
     return 0

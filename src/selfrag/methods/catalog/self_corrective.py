@@ -27,9 +27,9 @@ from ...types import ArchitectureType, Document, Question, RetrievalResult
 from ..core.base import Method, Outcome
 from ..core.registry import register
 from ..core.trace import Run
+from ..critique.corrective_judge import JudgeReading, describe, judge_documents
 from ..steps.choice_reading import reader_for
 from ..steps.joint_answer import JointAnswerConfig, joint_answer
-from ..critique.corrective_judge import JudgeReading, describe, judge_documents
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 

@@ -31,8 +31,8 @@ from ..core.text import clean_answer
 from ..core.trace import Run
 from ..critique import Critic, CriticConfig, Task
 from ..critique import drafts as write_drafts
-from ..critique.critic import Relevance
 from ..critique.answer import joint_document
+from ..critique.critic import Relevance
 from ..critique.drafts import critiqued_answer
 from ..critique.relevance import every_relevance, known_relevance
 from ..critique.stages import (

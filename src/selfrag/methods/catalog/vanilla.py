@@ -13,8 +13,8 @@ from ..core.context import answer_over
 from ..core.registry import register
 from ..core.text import clean_answer
 from ..core.trace import Run
-from ..steps.choice_reading import AnswerReading, read_over_passages, reader_for
 from ..critique.confidence import ConfidenceReading, mean_logprob, read_confidence
+from ..steps.choice_reading import AnswerReading, read_over_passages, reader_for
 
 
 class VanillaConfig(MethodConfig):

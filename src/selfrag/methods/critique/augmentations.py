@@ -50,9 +50,9 @@ from ..core.base import Method, Outcome
 from ..core.context import truncate_to_tokens
 from ..core.text import clean_answer
 from ..core.trace import Run, shorten
-from .decision import RetrievalMode
 from .answer import critique_answer
 from .critic import Critic, CriticConfig, Task
+from .decision import RetrievalMode
 from .stages import (
     AdaptiveConfig,
     ReflectionConfig,

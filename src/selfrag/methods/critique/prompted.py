@@ -21,7 +21,13 @@ from typing import Any, ClassVar
 
 from ...llm.base import LLMBackend, chat
 from ...prompts import load_prompt, render
-from ...reflection.parse import DEFAULT_SUPPORT, Parsed, parse_combined_critique, parse_utility, support_label
+from ...reflection.parse import (
+    DEFAULT_SUPPORT,
+    Parsed,
+    parse_combined_critique,
+    parse_utility,
+    support_label,
+)
 from ...reflection.readings import written
 from ...reflection.select import combined_score
 from ...types import Candidate, Question, Verdict

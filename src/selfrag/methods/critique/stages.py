@@ -26,8 +26,8 @@ from ...reflection.readings import Feedback, critic_score, normalised, rating, s
 from ...types import Candidate, Document, RetrievalResult, Verdict
 from ...validation import StrictModel
 from ..core.trace import Run, shorten
-from .decision import RetrievalMode
 from .critic import Critic, Task
+from .decision import RetrievalMode
 from .drafts import drafts as write_drafts
 from .relevance import known_relevance
 

@@ -17,7 +17,13 @@ from ....prompts import load_prompt, render
 from ...core.answer_format import answer_system
 from ...core.text import clean_answer
 from ...core.trace import Run
-from ...critique.decision import DEFAULT_THRESHOLD, Calibration, RetrievalMode, decide_retrieval, decision_template
+from ...critique.decision import (
+    DEFAULT_THRESHOLD,
+    Calibration,
+    RetrievalMode,
+    decide_retrieval,
+    decision_template,
+)
 from ...critique.look_first import look_first
 from ...critique.prompted import VERDICT_TOKENS
 from .state import State
