@@ -21,33 +21,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-log = logging.getLogger("selfrag.calls")
+from ..methods.core.stages import STAGES
 
-# Step action -> the stage it belongs to, as shown.
-STAGES = {
-    "retrieve": "retrieving passages",
-    "retrieval_decision": "deciding whether to read the documents",
-    "calibrate_decision": "calibrating the retrieval decision (once per model)",
-    "generate_and_critique": "judging passage",
-    "evaluate_relevance": "judging passage",
-    "critique_relevance": "judging passage",
-    "generate": "writing the answer",
-    "generate_after_facts": "writing the answer",
-    "short_answer": "writing the answer",
-    "final_answer": "writing the answer",
-    "direct_answer": "writing the answer without documents",
-    "generate_segment": "writing the answer",
-    "assess_support": "critiquing the answer",
-    "rate_utility": "critiquing the answer",
-    "critique_retrieval": "critiquing the answer",
-    "reflect": "critiquing the answer",
-    "reformulate": "rewriting the query",
-    "react_step": "thinking",
-    "confidence_p_true": "reading how sure the answer is",
-    "confidence_likelihood": "reading how sure the answer is",
-    "confidence_draft": "reading how sure the answer is",
-    "calibrate_choice": "calibrating the answer's labels (once per model)",
-}
+log = logging.getLogger("selfrag.calls")
 
 
 def _wanted(env: str, stream: TextIO) -> bool:
