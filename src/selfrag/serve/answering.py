@@ -9,7 +9,7 @@ is bounded by the server's timeout.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..assemble import build_method
@@ -34,13 +34,17 @@ class Answerer:
         *,
         timeout_s: float,
         builder=build_method,
+        on_answer: Callable[[str, RAGResponse], None] | None = None,
     ) -> None:
+        """``on_answer(method_name, response)`` is called after each answer (``serve --trace`` logs it); a
+        hook rather than a subclass, so nothing has to repeat :meth:`answer`'s signature."""
         self.cfg = cfg
         self.llm = ProgressBackend(llm)
         self.retriever = retriever
         self.timeout_s = timeout_s
         self.default_method = cfg.architecture.name
         self._build = builder
+        self.on_answer = on_answer
         self._methods: dict[str, Method] = {}
 
     @staticmethod
@@ -97,7 +101,7 @@ class Answerer:
 
         try:
             # The listener is copied into the task the timeout runs the answer in.
-            return await asyncio.wait_for(answer(), timeout=self.timeout_s)
+            response = await asyncio.wait_for(answer(), timeout=self.timeout_s)
         except TimeoutError:
             raise ApiError(
                 504, f"no answer within {self.timeout_s:g} s (--timeout); try a cheaper method or a shorter question",
@@ -105,6 +109,9 @@ class Answerer:
             ) from None
         finally:
             listener.reset(token)
+        if self.on_answer is not None:
+            self.on_answer(method_name, response)
+        return response
 
     async def aclose(self) -> None:
         await self.llm.aclose()

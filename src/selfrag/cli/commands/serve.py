@@ -70,22 +70,15 @@ def _build_answerer(args: argparse.Namespace, timeout_s: float):
     warm_up = getattr(llm, "warm_up", None)
     if callable(warm_up):
         warm_up()  # load the model now, not on the first question
-    if args.trace:
-        return _tracing(Answerer)(cfg, llm, retriever, timeout_s=timeout_s)
-    return Answerer(cfg, llm, retriever, timeout_s=timeout_s)
+    on_answer = _trace_line if args.trace else None
+    return Answerer(cfg, llm, retriever, timeout_s=timeout_s, on_answer=on_answer)
 
 
-def _tracing(base: type) -> type:
-    """An Answerer that logs one line per answer on stderr: what the method did (serve --trace)."""
+def _trace_line(method_name: str, response) -> None:
+    """serve --trace: one line per answer on stderr, what the method did."""
     from ..explain import explain
 
-    class TracingAnswerer(base):
-        async def answer(self, question, method_name, progress=None):
-            response = await super().answer(question, method_name, progress)
-            print(f"selfrag: {method_name}: {explain(response)}", file=sys.stderr, flush=True)
-            return response
-
-    return TracingAnswerer
+    print(f"selfrag: {method_name}: {explain(response)}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
