@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -121,6 +122,8 @@ def read_yaml_file(path: Path) -> dict[str, Any]:
 # server wrote parses it with load_json / decode_json, which turn both into a
 # json.JSONDecodeError (so callers' existing "not valid JSON" handling names the
 # file and line) or, with surrogates="replace", put U+FFFD in place of the surrogate.
+# An integer longer than Python converts (4,300 digits by default) is a
+# JSONDecodeError too, where json itself raises a bare ValueError.
 
 MAX_JSON_DEPTH = 100  # arrays and objects inside each other; real data stays far below
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -143,6 +146,14 @@ def _too_deep(text: str, start: int, max_depth: int) -> json.JSONDecodeError:
             if depth <= 0:
                 break
     return json.JSONDecodeError(f"nested more than {max_depth} levels deep", text, pos)
+
+
+def _too_long_integer(text: str, start: int) -> json.JSONDecodeError:
+    """The error for an integer of more digits than Python converts, at its first digit."""
+    limit = sys.get_int_max_str_digits() or 4300
+    match = re.compile(rf"-?\d{{{limit + 1},}}").search(text, start)
+    pos = match.start() if match else start
+    return json.JSONDecodeError(f"an integer has more than {limit} digits; write it as a string", text, pos)
 
 
 def _depth_exceeded(value: Any, max_depth: int) -> bool:
@@ -195,6 +206,10 @@ def decode_json(
         value, end = _DECODER.raw_decode(text, pos)
     except RecursionError:
         raise _too_deep(text, pos, max_depth) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # an integer longer than Python converts (sys.get_int_max_str_digits())
+        raise _too_long_integer(text, pos) from None
     segment_brackets = text.count("[", pos, end) + text.count("{", pos, end)
     if segment_brackets > max_depth and isinstance(value, (dict, list)) and _depth_exceeded(value, max_depth):
         raise _too_deep(text, pos, max_depth)
