@@ -14,6 +14,7 @@ from starlette.routing import Route
 from .. import __version__
 from ..llm import streaming
 from ..methods.factory import available_methods
+from ..reflection.answer_text import answer_lines
 from . import openai_format as oai
 from .answering import Answerer
 from .errors import ApiError, as_api_error, error_body
@@ -185,17 +186,19 @@ async def chat_completions(request: Request) -> Response:
     body = await read_json(request, st.settings.limits.max_body_bytes)
     chat = oai.parse_chat(body, st.settings.limits.max_question_chars)
     answerer, name = _start(st, chat.model)
+    plain = st.settings.plain_replies if chat.plain is None else chat.plain
     cid, created = oai.new_id()
     if not chat.stream:
         data = await _answer_now(request, st, answerer, chat.question, name, chat.history)
         if data is None:
             return Response(status_code=499)  # nobody is there to read it
-        return JSONResponse(oai.completion(data, cid=cid, created=created, model=name))
+        return JSONResponse(oai.completion(data, cid=cid, created=created, model=name, plain=plain))
     st.gate.enter()
-    return SlotStream(_chat_chunks(answerer, chat, name, cid, created), st.gate.leave)
+    return SlotStream(_chat_chunks(answerer, chat, name, cid, created, plain), st.gate.leave)
 
 
-async def _chat_chunks(answerer: Answerer, chat: oai.ChatRequest, name: str, cid: str, created: int) -> AsyncIterator[bytes]:
+async def _chat_chunks(answerer: Answerer, chat: oai.ChatRequest, name: str, cid: str, created: int,
+                       plain: bool) -> AsyncIterator[bytes]:
     ids = {"cid": cid, "created": created, "model": name}
     yield event(oai.chunk(**ids, delta={"role": "assistant", "content": ""}))
     streamed = ""
@@ -210,7 +213,8 @@ async def _chat_chunks(answerer: Answerer, chat: oai.ChatRequest, name: str, cid
             return
         elif kind == "result":
             data = answer_payload(value)
-            for piece in pieces(oai.rest_of_content(data, streamed)):
+            notes = answer_lines(value, answer_shown=True)
+            for piece in pieces(oai.rest_of_content(data, streamed, notes, plain=plain)):
                 yield event(oai.chunk(**ids, delta={"content": piece}))
             yield event(oai.chunk(**ids, delta={}, finish="stop", citations=oai.citations(data), selfrag=data))
             if chat.include_usage:

@@ -46,6 +46,9 @@ class ServeSettings:
     limits: Limits = field(default_factory=Limits)
     # The folder whose run directories the runs view may read (None: no runs view).
     runs_dir: Path | None = None
+    # OpenAI-compatible replies carry the bare answer, without ask's notes and markers (a request's
+    # "selfrag": {"plain": ...} decides for itself).
+    plain_replies: bool = False
 
     @property
     def auth_required(self) -> bool:

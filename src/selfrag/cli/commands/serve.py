@@ -50,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"longest question accepted (default {limits.max_question_chars})")
     parser.add_argument("--max-body-bytes", type=int, default=limits.max_body_bytes, metavar="N",
                         help=f"largest request body accepted (default {limits.max_body_bytes})")
+    parser.add_argument("--plain-replies", action="store_true",
+                        help="OpenAI-compatible replies carry the bare answer, without the [n] markers and the notes "
+                        "`ask` prints (a request's \"selfrag\": {\"plain\": false} still gets them)")
     parser.add_argument("--no-access-log", action="store_true", help="do not log each request on stderr")
 
 
@@ -106,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     if _answers(args) and not (args.docs or args.index):
         raise DataError("give --docs PATH or --index DIR: the documents the server answers from")
     answerer = _build_answerer(args, limits.timeout_s) if _answers(args) else None
-    settings = ServeSettings(host=args.host, port=args.port, api_key=api_key, limits=limits, runs_dir=runs_dir)
+    settings = ServeSettings(host=args.host, port=args.port, api_key=api_key, limits=limits, runs_dir=runs_dir,
+                             plain_replies=args.plain_replies)
     sock = listen(args.host, args.port)
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
