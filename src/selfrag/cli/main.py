@@ -32,19 +32,36 @@ def _command_modules():
     return sorted(mods, key=lambda m: getattr(m, "ORDER", 50))
 
 
+VERBOSE_HELP = "log progress details to stderr (each model call with its tokens and time)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="selfrag",
         description="Self-reflective retrieval-augmented generation: Self-RAG and its relatives.",
     )
     parser.add_argument("--version", action="version", version=f"selfrag {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod in _command_modules():
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run, _own_sigterm=getattr(mod, "OWN_SIGTERM", False))
+        _verbose_anywhere(p)
     return parser
+
+
+def _verbose_anywhere(parser: argparse.ArgumentParser) -> None:
+    """Let ``-v`` come after the (sub)command too, as users type it: ``selfrag ask "..." -v``.
+
+    The default is suppressed, so a command's parser sets ``verbose`` only when
+    the flag is given there and never undoes a ``-v`` given before the command.
+    """
+    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                _verbose_anywhere(child)
 
 
 def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ from pathlib import Path
 from ... import defaults
 from ...errors import DataError, require
 from ...extras import check_config
-from ..options import add_answer_options, config_from_args
+from ..options import add_answer_options, config_from_args, port_number
 from .index import add_docs_options, load_docs
 
 NAME = "serve"
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_answer_options(parser, NAME)
     parser.add_argument("--runs", metavar="DIR", help="also show the run directories under DIR (written by `selfrag run`)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    parser.add_argument("--port", type=port_number, default=8000, help="port (default 8000; 0 picks a free one)")
     parser.add_argument(
         "--api-key", metavar="KEY",
         help=f"require 'Authorization: Bearer KEY' on every API call (default: ${API_KEY_ENV}); "
