@@ -25,7 +25,7 @@ from ..errors import ConfigError
 from ..kinds import Kinds
 from ..redaction import redact_url_credentials
 from .base import BackendKind, RetryPolicy
-from .cache import CachedBackend
+from .cache import cached
 from .pricing import Pricing
 
 # name (the spec's prefix) -> the module that declares its KIND (imported on first use).
@@ -97,5 +97,5 @@ def create_backend(
         raise ConfigError(f"LLM backend {provider}: cannot read {where} ({exc.strerror or exc}); "
                           "check the path and its permissions") from None
     if cache_path:
-        return CachedBackend(backend, cache_path)
+        return cached(backend, cache_path)
     return backend
