@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.cli_process import no_traceback, selfrag, shared_dir, write_docs, write_experiment
+from tests.helpers.cli_process import (
+    no_traceback,
+    selfrag,
+    shared_dir,
+    write_docs,
+    write_experiment,
+)
 
 N = 30
 FILLED = 5  # questions a first run answered into the cache before it was made read-only
