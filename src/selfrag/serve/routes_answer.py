@@ -112,7 +112,7 @@ def _start(st: ServerState, model: Any) -> tuple[Answerer, str]:
 async def ask(request: Request) -> Response:
     st = server_state(request)
     need_answerer(st)
-    body = await read_json(request, st.settings.limits.max_body_bytes)
+    body = await read_json(request, st.settings.limits)
     question = check_question(body.get("question"), st.settings.limits.max_question_chars)
     answerer, name = _start(st, body.get("method"))
     if not flag(body, "stream"):
@@ -183,7 +183,7 @@ async def _ask_events(answerer: Answerer, question: str, name: str) -> AsyncIter
 async def chat_completions(request: Request) -> Response:
     st = server_state(request)
     need_answerer(st)
-    body = await read_json(request, st.settings.limits.max_body_bytes)
+    body = await read_json(request, st.settings.limits)
     chat = oai.parse_chat(body, st.settings.limits.max_question_chars)
     answerer, name = _start(st, chat.model)
     plain = st.settings.plain_replies if chat.plain is None else chat.plain

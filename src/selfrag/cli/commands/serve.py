@@ -50,6 +50,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"longest question accepted (default {limits.max_question_chars})")
     parser.add_argument("--max-body-bytes", type=int, default=limits.max_body_bytes, metavar="N",
                         help=f"largest request body accepted (default {limits.max_body_bytes})")
+    parser.add_argument("--header-timeout", type=float, default=limits.header_timeout_s, metavar="SECONDS",
+                        help="a connection's request headers must be complete this long after it opens; then it "
+                        f"is closed (default {limits.header_timeout_s:g})")
+    parser.add_argument("--max-pending-connections", type=int, default=limits.max_pending_connections, metavar="N",
+                        help="connections waiting for their request headers at once; one more closes the oldest "
+                        f"(default {limits.max_pending_connections})")
+    parser.add_argument("--body-timeout", type=float, default=limits.body_timeout_s, metavar="SECONDS",
+                        help=f"longest time a request's body may take to arrive (default {limits.body_timeout_s:g})")
     parser.add_argument("--plain-replies", action="store_true",
                         help="OpenAI-compatible replies carry the bare answer, without the [n] markers and the notes "
                         "`ask` prints (a request's \"selfrag\": {\"plain\": false} still gets them)")
@@ -90,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ...serve.app import create_app
+    from ...serve.connections import raise_file_limit, server_config
     from ...serve.settings import API_KEY_ENV, Limits, ServeSettings, check_bind
     from ...serve.sockets import listen
 
@@ -97,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     check_bind(args.host, api_key)
     limits = Limits(
         max_body_bytes=args.max_body_bytes, max_question_chars=args.max_question_chars,
-        timeout_s=args.timeout, max_concurrent=args.max_concurrent,
+        timeout_s=args.timeout, max_concurrent=args.max_concurrent, header_timeout_s=args.header_timeout,
+        max_pending_connections=args.max_pending_connections, body_timeout_s=args.body_timeout,
     )
     runs_dir = None
     if args.runs:
@@ -111,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
     answerer = _build_answerer(args, limits.timeout_s) if _answers(args) else None
     settings = ServeSettings(host=args.host, port=args.port, api_key=api_key, limits=limits, runs_dir=runs_dir,
                              plain_replies=args.plain_replies)
+    raise_file_limit()  # room for many connections before a flood of unfinished ones can run out of files
     sock = listen(args.host, args.port)
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
@@ -120,9 +131,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"selfrag: serving on http://{shown}:{port} ({'; '.join(what)}); Ctrl-C stops", file=sys.stderr)
     verbose = bool(getattr(args, "verbose", False))
     # uvicorn's own access log would print query strings: selfrag's (serve/access_log.py) never does.
-    config = uvicorn.Config(
-        create_app(settings, answerer, access_log=not args.no_access_log), log_level="info" if verbose else "warning",
-        access_log=False, timeout_graceful_shutdown=5,
+    config = server_config(
+        create_app(settings, answerer, access_log=not args.no_access_log), limits,
+        log_level="info" if verbose else "warning", access_log=False, timeout_graceful_shutdown=5,
     )
     uvicorn.Server(config).run(sockets=[sock])
     return 0
