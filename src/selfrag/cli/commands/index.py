@@ -177,7 +177,14 @@ def _build(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     source = Path(args.docs).expanduser().resolve()
     extra = {"source": str(source), "chunking": chunks.as_dict(), "sources": sources_manifest(found.files)}
-    out = save_index(retriever, args.out, extra=extra, source=source)
+    try:
+        out = save_index(retriever, args.out, extra=extra, source=source)
+    except OSError as exc:  # a full disk: the build is dropped, the old index stays as it was
+        from ...errors import DataError
+        from ...eval.disk import why_not_written
+
+        raise DataError(f"cannot write the index {args.out}: {why_not_written(Path(args.out), exc)} "
+                        "(an index already there is unchanged)") from None
     manifest = read_manifest(out)
     reread = {"files": len(found.files), "read": found.parsed, "unchanged": len(found.files) - found.parsed}
     if args.json:
