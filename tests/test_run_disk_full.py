@@ -104,3 +104,12 @@ def test_index_build_on_a_full_disk_is_one_line_and_keeps_the_old_index(tmp_path
     assert f"no space left on the disk mounted at {small_disk}" in line and str(out) in line, line
     info = selfrag("index", "info", str(out), "--json", cwd=tmp_path)
     assert info.returncode == 0 and json.loads(info.stdout)["document_count"] == 2
+
+
+def test_a_new_run_on_a_disk_with_nothing_free_is_one_line_and_leaves_nothing(project, small_disk):
+    fill(small_disk, 0)
+    proc = selfrag("run", "exp.yaml", "--output", str(small_disk), "--run-id", "r", "--no-progress", cwd=project)
+    line = error_line(proc)
+    assert proc.returncode == 2
+    assert f"no space left on the disk mounted at {small_disk}" in line and line.endswith("then run it again"), line
+    assert not (small_disk / "r").exists()

@@ -48,11 +48,12 @@ class RunFileError(DataError):
     """A file of a run directory could not be written: no question can be recorded, so the run stops."""
 
 
-def cannot_write(path: Path, exc: OSError) -> RunFileError:
-    """The one-line error for a file of a run directory that cannot be written; a full disk is named."""
+def cannot_write(path: Path, exc: OSError, *, then: str | None = None) -> RunFileError:
+    """The one-line error for a file of a run directory that cannot be written; a full disk is named.
+    ``then`` says how to go on once space is freed (by default: resume the run)."""
     if is_disk_full(path, exc) or exc.errno == errno.EFBIG:
-        return RunFileError(f"cannot write {path}: {why_not_written(path, exc)}, then resume with: "
-                            f"selfrag run --resume {path.parent}")
+        then = then or f"resume with: selfrag run --resume {path.parent}"
+        return RunFileError(f"cannot write {path}: {why_not_written(path, exc)}, then {then}")
     reason = why_not_written(path, exc)
     return RunFileError(f"cannot write {path} ({reason}); make it writable, or start a new run with --output DIR")
 

@@ -38,8 +38,11 @@ class RunLock:
         self._fd: int | None = fd
 
     @classmethod
-    def acquire(cls, run_dir: Path) -> RunLock:
-        """Lock ``run_dir`` or raise a :class:`DataError` naming the process that holds it."""
+    def acquire(cls, run_dir: Path, *, fresh: bool = False) -> RunLock:
+        """Lock ``run_dir`` or raise a :class:`DataError` naming the process that holds it.
+
+        ``fresh``: the directory of a new run, removed again (while empty) when it cannot be locked.
+        """
         path = Path(run_dir) / LOCK_FILE
         for _ in range(_ATTEMPTS):
             fd = _locked(path, run_dir)
@@ -47,9 +50,12 @@ class RunLock:
                 try:
                     os.ftruncate(fd, 0)
                     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-                except OSError as exc:  # a full disk: the lock is held all the same, but say so and stop
+                except OSError as exc:  # a full disk: nothing can be recorded, so stop here
                     _remove(path, fd)
-                    raise cannot_write(path, exc) from None
+                    if fresh:
+                        with suppress(OSError):
+                            Path(run_dir).rmdir()
+                    raise cannot_write(path, exc, then="run it again" if fresh else None) from None
                 return cls(path, fd)
         raise DataError(f"{path} keeps being replaced by another process; stop it and run again")
 

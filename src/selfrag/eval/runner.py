@@ -288,7 +288,7 @@ async def _run(cfg: ExperimentConfig, held: ExitStack, output_root: str | Path |
         else:
             root = Path(output_root).expanduser() if output_root is not None else Path(cfg.experiment.output_dir)
             run_dir = new_run_dir(root, cfg.experiment.name, run_id)
-            held.enter_context(RunLock.acquire(run_dir))
+            held.enter_context(RunLock.acquire(run_dir, fresh=True))
             done, previous = [], None
         with writing(run_dir / LEDGER_FILE):
             tracked.ledger = held.enter_context(Ledger(run_dir / LEDGER_FILE))
