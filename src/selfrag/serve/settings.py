@@ -24,7 +24,9 @@ class Limits:
     request headers must be complete ``header_timeout_s`` after it opens, and
     at most ``max_pending_connections`` may be waiting for theirs
     (:mod:`selfrag.serve.connections`); a request's body must arrive within
-    ``body_timeout_s`` of its headers.
+    ``body_timeout_s`` of its headers. The runs view opens no run file larger
+    than ``max_run_file_bytes`` (reading one takes about four times its size
+    in memory, once: :mod:`selfrag.serve.run_cache`).
     """
 
     max_body_bytes: int = 64 * 1024
@@ -34,9 +36,11 @@ class Limits:
     header_timeout_s: float = 10.0
     max_pending_connections: int = 100
     body_timeout_s: float = 30.0
+    max_run_file_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_question_chars", "max_concurrent", "max_pending_connections"):
+        for name in ("max_body_bytes", "max_question_chars", "max_concurrent", "max_pending_connections",
+                     "max_run_file_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name.replace('_', '-')} must be a whole number >= 1, got {value!r}")

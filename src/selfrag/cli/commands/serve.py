@@ -58,10 +58,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"(default {limits.max_pending_connections})")
     parser.add_argument("--body-timeout", type=float, default=limits.body_timeout_s, metavar="SECONDS",
                         help=f"longest time a request's body may take to arrive (default {limits.body_timeout_s:g})")
+    parser.add_argument("--max-run-file-mb", type=int, default=limits.max_run_file_bytes // 2**20, metavar="N",
+                        help="largest run file (predictions.jsonl, ledger.jsonl) the runs view opens "
+                        f"(default {limits.max_run_file_bytes // 2**20})")
     parser.add_argument("--plain-replies", action="store_true",
                         help="OpenAI-compatible replies carry the bare answer, without the [n] markers and the notes "
                         "`ask` prints (a request's \"selfrag\": {\"plain\": false} still gets them)")
     parser.add_argument("--no-access-log", action="store_true", help="do not log each request on stderr")
+
+
+def _megabytes(value: int) -> int:
+    if value < 1:
+        raise DataError(f"--max-run-file-mb must be a whole number >= 1, got {value}")
+    return value * 2**20
 
 
 def _answers(args: argparse.Namespace) -> bool:
@@ -108,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes, max_question_chars=args.max_question_chars,
         timeout_s=args.timeout, max_concurrent=args.max_concurrent, header_timeout_s=args.header_timeout,
         max_pending_connections=args.max_pending_connections, body_timeout_s=args.body_timeout,
+        max_run_file_bytes=_megabytes(args.max_run_file_mb),
     )
     runs_dir = None
     if args.runs:
