@@ -1,4 +1,4 @@
-"""Answering routes: ``/v1/chat/completions`` (OpenAI), ``/v1/ask``, ``/v1/methods``, ``/health``."""
+"""Answering routes: ``/v1/chat/completions`` (OpenAI), ``/v1/ask``, ``/v1/methods``, ``/v1/server``, ``/health``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from starlette.routing import Route
 
 from .. import __version__
 from ..llm import streaming
+from ..methods.core import trace
+from ..methods.core.stages import StageNames
 from ..methods.factory import available_methods
 from ..reflection.answer_text import answer_lines
 from . import openai_format as oai
@@ -55,6 +57,13 @@ async def health(request: Request) -> Response:
             "timeout_s": st.settings.limits.timeout_s,
         },
     })
+
+
+async def server(request: Request) -> Response:
+    """What the server answers with (the page shows it): behind the key, unlike /health."""
+    answerer = server_state(request).answerer
+    empty = {"method": None, "model": None, "documents": None}
+    return JSONResponse({"answering": answerer is not None, **(answerer.served() if answerer else empty)})
 
 
 async def methods(request: Request) -> Response:
@@ -124,14 +133,30 @@ async def ask(request: Request) -> Response:
 
 async def _run_with_progress(answerer: Answerer, question: Any, name: str,
                              history: tuple = ()) -> AsyncIterator[tuple[str, Any]]:
-    """("progress", {...}) after each model call, ("token", text) as the answer is written (methods whose
-    answer is one model call known in advance), pings while waiting, then ("result" | "error", ...)."""
+    """("stage", {...}) as each step starts (the stages `selfrag ask` shows), ("progress", {...}) after
+    each model call, ("token", text) as the answer is written (methods whose answer is one model call
+    known in advance), pings while waiting, then ("result" | "error", ...)."""
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     loop = asyncio.get_running_loop()
+    progress = Progress(report=queue.put_nowait)
+    stages = StageNames()
+    shown: list[str] = []
+
+    def on_step(event: str, action: str, payload: Any) -> None:
+        if event != "start":
+            return
+        label = stages.label(action)
+        if not shown or shown[-1] != label:
+            shown.append(label)
+            queue.put_nowait({"stage": label, "elapsed_ms": progress.elapsed_ms()})
 
     async def answer() -> Any:
-        with streaming.listening(lambda piece: queue.put_nowait({"token": piece}), loop):
-            return await answerer.answer(question, name, Progress(report=queue.put_nowait), history)
+        token = trace.step_listener.set(on_step)  # copied into the tasks the answer runs in
+        try:
+            with streaming.listening(lambda piece: queue.put_nowait({"token": piece}), loop):
+                return await answerer.answer(question, name, progress, history)
+        finally:
+            trace.step_listener.reset(token)
 
     task = asyncio.ensure_future(answer())
     getter: asyncio.Future | None = None
@@ -162,7 +187,9 @@ async def _run_with_progress(answerer: Answerer, question: Any, name: str,
 
 
 def _kind(item: dict[str, Any]) -> tuple[str, Any]:
-    return ("token", item["token"]) if "token" in item else ("progress", item)
+    if "token" in item:
+        return "token", item["token"]
+    return ("stage", item) if "stage" in item else ("progress", item)
 
 
 async def _ask_events(answerer: Answerer, question: str, name: str) -> AsyncIterator[bytes]:
@@ -172,8 +199,8 @@ async def _ask_events(answerer: Answerer, question: str, name: str) -> AsyncIter
             yield PING
         elif kind == "token":
             yield event({"text": value}, "token")
-        elif kind == "progress":
-            yield event(value, "progress")
+        elif kind in ("progress", "stage"):
+            yield event(value, kind)
         elif kind == "error":
             yield event(value, "error")
         else:
@@ -225,6 +252,7 @@ async def _chat_chunks(answerer: Answerer, chat: oai.ChatRequest, name: str, cid
 ROUTES = [
     Route("/health", health, methods=["GET"]),
     Route("/v1/methods", methods, methods=["GET"]),
+    Route("/v1/server", server, methods=["GET"]),
     Route("/v1/models", methods, methods=["GET"]),
     Route("/v1/ask", ask, methods=["POST"]),
     Route("/v1/chat/completions", chat_completions, methods=["POST"]),

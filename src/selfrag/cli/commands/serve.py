@@ -91,7 +91,9 @@ def _build_answerer(args: argparse.Namespace, timeout_s: float):
     if callable(warm_up):
         warm_up()  # load the model now, not on the first question
     on_answer = _trace_line if args.trace else None
-    return Answerer(cfg, llm, retriever, timeout_s=timeout_s, on_answer=on_answer)
+    source = args.index or args.docs  # the page names the documents by their folder's (or file's) name
+    name = Path(source).expanduser().resolve().name if source else None
+    return Answerer(cfg, llm, retriever, timeout_s=timeout_s, on_answer=on_answer, documents_name=name)
 
 
 def _trace_line(method_name: str, response) -> None:
