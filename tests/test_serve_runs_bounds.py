@@ -72,6 +72,16 @@ def test_a_summary_with_values_of_the_wrong_type_is_a_400(results, summary, capl
     assert "Traceback" not in caplog.text
 
 
+def test_a_record_with_an_id_that_is_not_text_is_a_400(results, caplog):
+    with (results / "nested" / "a" / "predictions.jsonl").open("a") as fh:
+        fh.write('{"id": [1, 2], "prediction": "x"}\n')
+    with caplog.at_level(logging.INFO), serve(results) as server:
+        r = get(server, "/v1/runs/table", run="nested/a")
+        assert r.status_code == 400 and "predictions.jsonl" in r.json()["error"]["message"], r.text
+        assert get(server, "/v1/runs/question", run="nested/a", id="q1").status_code == 200
+    assert "Traceback" not in caplog.text
+
+
 def test_an_error_names_the_run_not_the_server_s_folders(results):
     (results / "nested" / "a" / "summary.json").write_text('{"method": ')
     with serve(results) as server:

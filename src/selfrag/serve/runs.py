@@ -169,11 +169,12 @@ class RunsRoot:
                                        "`selfrag run` writes it", param="run", code="bad_run")
                 try:
                     return load_run(path, within=self.root)
-                except (AttributeError, TypeError, ValueError) as exc:  # a summary.json edited by hand
-                    log.warning("run %s: %s does not read as `selfrag run` writes it (%s: %s)",
-                                run_id, SUMMARY_FILE, type(exc).__name__, exc)
-                    raise ApiError(400, f"run {run_id!r}: its {SUMMARY_FILE} does not hold what `selfrag run` "
-                                   "writes (a value of the wrong type)", param="run", code="bad_run") from None
+                except (AttributeError, TypeError, ValueError) as exc:  # a file edited by hand
+                    log.warning("run %s: its files do not read as `selfrag run` writes them (%s: %s)",
+                                run_id, type(exc).__name__, exc)
+                    raise ApiError(400, f"run {run_id!r}: its {SUMMARY_FILE} or {PREDICTIONS_FILE} holds a value of "
+                                   "the wrong type (not as `selfrag run` writes it)", param="run",
+                                   code="bad_run") from None
 
         summary = dict(self.cache.get(("summary", path), [path / name for name in RUN_FILES], build))
         summary["run_dir"] = run_id  # the name, not where it is on this machine
