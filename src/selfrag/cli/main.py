@@ -20,7 +20,7 @@ from .. import __version__
 from ..errors import SelfragError
 from ..redaction import redact_secrets
 from . import commands
-from .progress import announce_start
+from .progress import LINE, announce_start, logging_clears_the_line
 from .signals import Terminated, sigterm_stops
 
 
@@ -35,8 +35,17 @@ def _command_modules():
 VERBOSE_HELP = "log progress details to stderr (each model call with its tokens and time)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser; what it prints (usage, errors, help) starts on a line of its own, not after
+    the "starting…" line. Subcommands' parsers are of the same class."""
+
+    def _print_message(self, message: str, file=None) -> None:  # type: ignore[no-untyped-def]
+        LINE.clear()
+        super()._print_message(message, file)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="selfrag",
         description="Self-reflective retrieval-augmented generation: Self-RAG and its relatives.",
     )
@@ -94,22 +103,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     for handler in logging.root.handlers:
         # Libraries that set their own loggers to DEBUG must not leak through.
         handler.setLevel(level)
+        logging_clears_the_line(handler)  # a warning starts a line of its own, not after a stage's
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    try:
+        return _run(args)
+    finally:
+        LINE.finish()  # no progress text is left on the terminal, whatever the ending
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         if getattr(args, "_own_sigterm", False):
             return int(args._run(args) or 0)
         with sigterm_stops():
             return int(args._run(args) or 0)
     except SelfragError as exc:
+        LINE.finish()
         # Messages name specs and URLs: never print the credentials in them.
         print(f"selfrag: error: {redact_secrets(str(exc))}", file=sys.stderr)
         return 2
     except Terminated:
+        LINE.finish()
         print("selfrag: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
+        LINE.finish()
         print("selfrag: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:

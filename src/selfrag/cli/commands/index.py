@@ -80,12 +80,28 @@ def load_docs(args: argparse.Namespace, cfg=None):
     )
 
 
+def docs_help() -> str:
+    """``--docs``'s help: every format selfrag reads, from the ingest formats table (never a list kept here)."""
+    from ...ingest.formats import FORMATS, JSONL_SUFFIXES
+
+    def named(name: str, suffixes: tuple[str, ...]) -> str:
+        return f"{name} ({', '.join(suffixes)})"
+
+    plain = [named(f.name, f.suffixes) for f in FORMATS if f.extra is None]
+    plain.append(named("JSONL", JSONL_SUFFIXES) + ": one {id?, title?, text} per line")
+    extras: dict[str, list[str]] = {}
+    for f in FORMATS:
+        if f.extra:
+            extras.setdefault(f.extra, []).append(named(f.name, f.suffixes))
+    with_extras = "; ".join(f"{' and '.join(names)} with pip install 'selfrag[{extra}]'"
+                            for extra, names in extras.items())
+    return ("a folder (read recursively) or one file of documents: " + ", ".join(plain)
+            + (f"; {with_extras}" if with_extras else ""))
+
+
 def add_docs_options(parser: argparse.ArgumentParser, *, required: bool = False, help: str | None = None) -> None:
-    """``--docs PATH`` and what a documents folder may include (shared with ask)."""
-    parser.add_argument(
-        "--docs", required=required, metavar="PATH",
-        help=help or "a folder or a file of documents: .txt, .md, .html, .jsonl (.pdf, .docx with selfrag[docs])",
-    )
+    """``--docs PATH`` and what a documents folder may include (shared with ask, chat and serve)."""
+    parser.add_argument("--docs", required=required, metavar="PATH", help=help or docs_help())
     parser.add_argument(
         "--chunk-size", type=int, metavar="N",
         help="cut documents into passages of about N tokens (default 200; sets data.chunk_size)",
