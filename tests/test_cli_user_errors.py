@@ -47,12 +47,14 @@ def test_verbose_before_and_after_and_in_a_nested_command(project):
     ("openai:m@ftp://host/v1", ["'ftp://host/v1'", "http(s)://"]),
     ("anthropic:claude@127.0.0.1:8000", ["'127.0.0.1:8000'", "http(s)://"]),
     ("openai:m@http://127.0.0.1:99999/v1", ["invalid port"]),
+    ("openai:m@user:s3cret@host", ["'host'", "http(s)://"]),
+    ("openai:@http://127.0.0.1:1/v1", ["no model name before '@'"]),
 ])
 def test_a_bad_server_url_in_a_spec_is_named(project, spec, words):
     proc = selfrag(*ASK, "--llm", spec, cwd=project, env={"OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": ""})
     line = error_line(proc)
     assert proc.returncode == 2
-    assert "API_KEY is not set" not in line
+    assert "API_KEY is not set" not in line and "s3cret" not in proc.stderr
     for word in words:
         assert word in line, line
 

@@ -57,12 +57,15 @@ def parse_spec(spec: str | None) -> tuple[str, str, str | None]:
         if m:
             return provider, m["model"], m["url"]
         model, at, server = rest.rpartition("@")
-        if at and model:
+        if at and not model.strip():
+            raise ConfigError(f"{provider} spec has no model name before '@'; give {provider}:MODEL@URL")
+        if at:
             # MODEL@SERVER whose server is not an http(s) URL: name it, rather than send the
-            # whole text as a model name to the provider's own API (and ask for its key).
+            # whole text as a model name to the provider's own API (and ask for its key). Only
+            # what follows the last '@' is shown: what comes before may hold a password.
             raise ConfigError(
-                f"{provider} spec {redact_url_credentials(spec)!r}: {redact_url_credentials(server)!r} after '@' "
-                f"is not an http(s) URL; give {provider}:MODEL@http(s)://HOST[:PORT]/v1"
+                f"{provider} spec: {redact_url_credentials(server)!r} after '@' is not an http(s) URL; "
+                f"give {provider}:MODEL@http(s)://HOST[:PORT]/v1"
             )
     return provider, rest, None
 
