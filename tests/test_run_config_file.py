@@ -66,12 +66,15 @@ def test_a_kill_while_config_yaml_is_written_leaves_it_whole(stopped_run, call):
     assert not (stopped_run / "config.yaml.tmp").exists()
 
 
-@pytest.mark.parametrize("damage", ["empty", "missing"])
+@pytest.mark.parametrize("damage", ["empty", "missing", "torn"])
 def test_an_empty_or_missing_config_yaml_is_resumed_with_the_runs_config(stopped_run, damage):
+    config = stopped_run / "config.yaml"
     if damage == "empty":
-        (stopped_run / "config.yaml").write_text("")
-    else:
-        (stopped_run / "config.yaml").unlink()
+        config.write_text("")
+    elif damage == "missing":
+        config.unlink()
+    else:  # cut mid-write, inside a flow mapping
+        config.write_text("experiment: {name: exp, description: ''\n")
     line = error_line(resume(stopped_run))
     assert f"selfrag run CONFIG --resume {stopped_run}" in line, line
     assert "vanilla_rag" in line and "jsonl" in line, line  # what the run was, to find its config

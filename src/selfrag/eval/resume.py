@@ -69,16 +69,22 @@ def _has_redacted(data: Any) -> bool:
 
 
 def stored_config_missing(run_dir: Path) -> str | None:
-    """``"missing"`` or ``"empty"`` when the run's config.yaml cannot tell its settings (a run stopped
-    while an older selfrag wrote it, before the file was written through a rename); else None."""
+    """``"missing"``, ``"empty"`` or ``"damaged (why)"`` when the run's config.yaml cannot tell its
+    settings (a run stopped while an older selfrag wrote it in place, before the file was written
+    through a rename); else None."""
     path = Path(run_dir) / CONFIG_FILE
     if not path.is_file():
         return "missing"
     try:
-        empty = not path.read_bytes().strip()
+        if not path.read_bytes().strip():
+            return "empty"
     except OSError:
         return None  # reading it fails again, with its own one-line error, where it is loaded
-    return "empty" if empty else None
+    try:
+        load_config(path)
+    except ConfigError as exc:
+        return f"damaged ({str(exc).removeprefix(str(path)).lstrip(': ')})"
+    return None
 
 
 def _what_it_ran(run_dir: Path) -> str:
@@ -107,7 +113,7 @@ def resume_config(
     run_dir = check_run_dir(Path(run_dir), config_optional=True)
     stored_path = run_dir / CONFIG_FILE
     if config_path is None and (state := stored_config_missing(run_dir)) is not None:
-        when = "before" if state == "missing" else "while"
+        when = "before" if state == "missing" else "while"  # a damaged file: torn by a kill mid-write
         raise ConfigError(
             f"{stored_path} is {state} (the run was stopped {when} it was written){_what_it_ran(run_dir)}; "
             f"resume with the config the run was started with: selfrag run CONFIG --resume {run_dir}"
