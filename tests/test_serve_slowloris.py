@@ -1,6 +1,7 @@
-"""Connections that never finish their request (slowloris) cannot hold a real `selfrag serve` process:
-its header deadline closes them, and past a bound the oldest unfinished one makes room, so a real
-request still gets its answer (real sockets against a real process with a 256-file limit)."""
+"""Connections that never finish their request (slowloris, or a body that never ends) cannot hold a
+real `selfrag serve` process: its header deadline closes them, and past a bound the oldest unfinished
+one makes room, so a real request still gets its answer (real sockets against a real process with a
+256-file limit)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import resource
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import httpx
@@ -139,5 +141,59 @@ def test_unfinished_headers_are_closed_after_the_header_timeout(tmp_path):
             assert _closed_within(kept, 15) is not None
         assert httpx.get(server.url + "/health", timeout=10).status_code == 200
     finally:
+        server.close()
+    assert "Traceback" not in server.log.read_text()
+
+
+SLOW_BODY = (b"POST /v1/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             b"Content-Length: 1000\r\n\r\n{\"question\": \"x")  # a body that stops after 15 bytes
+
+
+def _flood(port: int, stop: threading.Event, threads: int = 8, per_thread: int = 75) -> None:
+    """Open connections that send SLOW_BODY and nothing more, from several threads, keeping at most
+    ``per_thread`` open each (the oldest closed for a new one), until ``stop``."""
+    def worker() -> None:
+        held: list[socket.socket] = []
+        while not stop.is_set():
+            s = socket.socket()
+            s.settimeout(3)
+            try:
+                s.connect(("127.0.0.1", port))
+                s.sendall(SLOW_BODY)
+                held.append(s)
+            except OSError:
+                s.close()
+            if len(held) > per_thread:
+                held.pop(0).close()
+            time.sleep(0.005)
+        for s in held:
+            s.close()
+
+    workers = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    stop.wait()
+    for w in workers:
+        w.join(timeout=10)
+
+
+def test_a_flood_of_bodies_that_never_end_does_not_keep_a_real_question_out(tmp_path):
+    (tmp_path / "docs.jsonl").write_text('{"id": "d", "text": "Paris is the capital of France."}\n')
+    (tmp_path / "script.json").write_text('{"capital": "Paris"}')
+    server = Serve(tmp_path / "serve.log", "--docs", str(tmp_path / "docs.jsonl"), "--method", "vanilla_rag",
+                   "--llm", f"scripted:{tmp_path / 'script.json'}")
+    stop = threading.Event()
+    flood = threading.Thread(target=_flood, args=(server.port, stop), daemon=True)
+    try:
+        flood.start()
+        time.sleep(3)  # the flood is under way: the old server had run out of files by now, for 30 s
+        started = time.monotonic()
+        r = httpx.post(server.url + "/v1/ask", json={"question": "What is the capital?"}, timeout=25)
+        took = time.monotonic() - started
+        assert r.status_code == 200 and r.json()["answer"] == "Paris"
+        assert took < 10, f"a real question waited {took:.1f} s behind bodies that never end"
+    finally:
+        stop.set()
+        flood.join(timeout=20)
         server.close()
     assert "Traceback" not in server.log.read_text()

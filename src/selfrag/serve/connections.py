@@ -12,9 +12,11 @@ and two bounds on a connection waiting for its headers:
   the first byte of its next request); then it gets ``408`` and is closed.
   Sending a byte now and then does not move the deadline.
 * **a number**: at most ``max_pending_connections`` connections (and at most
-  a quarter of the process's open-file limit) may wait for their headers at
-  once; one more closes the one that has waited longest, so a flood of them
-  cannot use up the open files before the deadline.
+  a quarter of the process's open-file limit) may be waiting for their
+  request at once, its headers or its body still arriving (or idle between
+  two requests); one more closes the one that has waited longest, so a
+  flood of them (slowloris, or slow bodies) cannot use up the open files
+  before a deadline frees them.
 
 Connections are accepted in batches of at most :data:`ACCEPT_BATCH` (uvicorn's
 ``backlog``, also the kernel's queue of connections not yet accepted). A flood
@@ -24,8 +26,9 @@ makes that one warning line instead of a traceback per refusal.
 :func:`raise_file_limit` lifts the soft open-file limit to the hard one when
 the server starts, as servers commonly do, so that moment needs a far larger flood.
 
-A request whose headers are complete is not affected: its body is bounded by
-:func:`selfrag.serve.limits.read_json`, its answer by ``--timeout``.
+A request's body must also arrive within ``--body-timeout``
+(:func:`selfrag.serve.limits.read_json`); a request being answered is not
+counted (its answer is bounded by ``--timeout`` and ``--max-concurrent``).
 """
 
 from __future__ import annotations
@@ -100,6 +103,10 @@ def protocol_class(limits: Limits) -> type:
         def _waiting_for_headers(self) -> bool:
             return self.conn.their_state is h11.IDLE and not self.transport.is_closing()
 
+        def _waiting_for_request(self) -> bool:
+            """Its request's headers or body are still arriving (or it is idle between requests)."""
+            return self.conn.their_state in (h11.IDLE, h11.SEND_BODY) and not self.transport.is_closing()
+
         def _arm(self) -> None:
             if self._header_deadline is None:
                 self._header_deadline = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
@@ -124,12 +131,12 @@ def protocol_class(limits: Limits) -> type:
                 self.transport.close()
 
         def _shed(self) -> None:
-            """Over the bound, close the connection that has waited longest for its headers."""
-            waiting = [c for c in self.connections if isinstance(c, HeaderBoundProtocol) and c._waiting_for_headers()]
+            """Over the bound, close the connection that has waited longest for its request."""
+            waiting = [c for c in self.connections if isinstance(c, HeaderBoundProtocol) and c._waiting_for_request()]
             if len(waiting) <= self.max_pending:
                 return
             oldest = min(waiting, key=lambda c: c._waiting_since)
-            log.info("%d connections are waiting for their request headers (--max-pending-connections %d); "
+            log.info("%d connections are waiting for their requests (--max-pending-connections %d); "
                      "closed the one that waited longest", len(waiting), self.max_pending)
             oldest._close(TIMED_OUT)
 

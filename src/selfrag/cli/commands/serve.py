@@ -54,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a connection's request headers must be complete this long after it opens; then it "
                         f"is closed (default {limits.header_timeout_s:g})")
     parser.add_argument("--max-pending-connections", type=int, default=limits.max_pending_connections, metavar="N",
-                        help="connections waiting for their request headers at once; one more closes the oldest "
+                        help="connections whose request (headers or body) is still arriving, at once; one more "
+                        "closes the oldest "
                         f"(default {limits.max_pending_connections})")
     parser.add_argument("--body-timeout", type=float, default=limits.body_timeout_s, metavar="SECONDS",
                         help=f"longest time a request's body may take to arrive (default {limits.body_timeout_s:g})")
