@@ -83,7 +83,8 @@ def stored_config_missing(run_dir: Path) -> str | None:
     try:
         load_config(path)
     except ConfigError as exc:
-        return f"damaged ({str(exc).removeprefix(str(path)).lstrip(': ')})"
+        why = str(exc).replace(str(path.resolve()), "").replace(str(path), "").strip(" :")
+        return f"damaged ({why})"
     return None
 
 
