@@ -85,7 +85,7 @@ def stored_config_missing(run_dir: Path) -> str | None:
         load_config(path)
     except ConfigError as exc:
         why = str(exc).replace(str(path.resolve()), "").replace(str(path), "").strip(" :")
-        return f"damaged ({re.sub(r'^(\d+):', r'line \1:', why)})"
+        return "damaged (" + re.sub(r"^(\d+):", r"line \1:", why) + ")"
     return None
 
 
