@@ -5,6 +5,7 @@ one makes room, so a real request still gets its answer (real sockets against a 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -195,5 +196,35 @@ def test_a_flood_of_bodies_that_never_end_does_not_keep_a_real_question_out(tmp_
     finally:
         stop.set()
         flood.join(timeout=20)
+        server.close()
+    assert "Traceback" not in server.log.read_text()
+
+
+def test_a_client_that_reads_none_of_a_large_reply_is_disconnected(tmp_path):
+    run = tmp_path / "runs" / "wide"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("experiment: {name: wide}\n")
+    row = {"question": "Who wrote this book? " * 10, "gold": ["An author"], "prediction": "An author",
+           "metrics": {"em": 1.0, "f1": 1.0}, "accounting": {"latency_ms": 12.0}}
+    (run / "predictions.jsonl").write_text("".join(json.dumps({"id": f"q{i}", **row}) + "\n" for i in range(40000)))
+    server = Serve(tmp_path / "serve.log", "--runs", str(tmp_path / "runs"), "--send-timeout", "1")
+    try:
+        whole = len(httpx.get(server.url + "/v1/runs/table", params={"run": "wide"}, timeout=120).content)
+        assert whole > 8_000_000  # more than the kernel's buffers hold for a client that does not read
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", server.port))
+            sock.sendall(b"GET /v1/runs/table?run=wide HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            time.sleep(5)  # reads nothing, well past --send-timeout
+            sock.settimeout(10)
+            got = 0
+            try:
+                while chunk := sock.recv(65536):
+                    got += len(chunk)
+            except ConnectionResetError:
+                pass
+        assert got < whole, "the server kept the whole reply for a client that read none of it"
+        assert httpx.get(server.url + "/health", timeout=10).status_code == 200
+    finally:
         server.close()
     assert "Traceback" not in server.log.read_text()

@@ -26,6 +26,9 @@ makes that one warning line instead of a traceback per refusal.
 :func:`raise_file_limit` lifts the soft open-file limit to the hard one when
 the server starts, as servers commonly do, so that moment needs a far larger flood.
 
+A client that stops reading its reply (so that the reply fills the buffers)
+is disconnected after ``send_timeout_s`` without progress: an unread reply
+would otherwise hold its memory, its file and its question's slot for ever.
 A request's body must also arrive within ``--body-timeout``
 (:func:`selfrag.serve.limits.read_json`); a request being answered is not
 counted (its answer is bounded by ``--timeout`` and ``--max-concurrent``).
@@ -73,10 +76,12 @@ def protocol_class(limits: Limits) -> type:
 
     class HeaderBoundProtocol(H11Protocol):
         header_timeout_s = limits.header_timeout_s
+        send_timeout_s = limits.send_timeout_s
         max_pending = max(1, min(limits.max_pending_connections, file_limit() // 4))
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
             self._header_deadline: asyncio.TimerHandle | None = None
+            self._stalled: asyncio.TimerHandle | None = None
             self._waiting_since = time.monotonic()
             super().connection_made(transport)  # type: ignore[arg-type]
             self._arm()
@@ -98,7 +103,28 @@ def protocol_class(limits: Limits) -> type:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            self._unstall()
             super().connection_lost(exc)
+
+        def pause_writing(self) -> None:
+            # The client stopped reading and its reply fills the buffers: it has send_timeout_s to go on.
+            super().pause_writing()
+            if self._stalled is None:
+                self._stalled = self.loop.call_later(self.send_timeout_s, self._reader_too_slow)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            self._unstall()
+
+        def _unstall(self) -> None:
+            if self._stalled is not None:
+                self._stalled.cancel()
+                self._stalled = None
+
+        def _reader_too_slow(self) -> None:
+            self._stalled = None
+            log.info("closed a connection that read none of its reply for %g s (--send-timeout)", self.send_timeout_s)
+            self.transport.abort()  # drops the reply it would not read; its question's slot is free again
 
         def _waiting_for_headers(self) -> bool:
             return self.conn.their_state is h11.IDLE and not self.transport.is_closing()

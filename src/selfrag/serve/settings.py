@@ -24,7 +24,8 @@ class Limits:
     request headers must be complete ``header_timeout_s`` after it opens, and
     at most ``max_pending_connections`` may be waiting for theirs
     (:mod:`selfrag.serve.connections`); a request's body must arrive within
-    ``body_timeout_s`` of its headers. The runs view opens no run file larger
+    ``body_timeout_s`` of its headers; a client that reads nothing of its reply
+    for ``send_timeout_s`` while the reply waits is disconnected. The runs view opens no run file larger
     than ``max_run_file_bytes`` (reading one takes about four times its size
     in memory, once: :mod:`selfrag.serve.run_cache`).
     """
@@ -36,6 +37,7 @@ class Limits:
     header_timeout_s: float = 10.0
     max_pending_connections: int = 100
     body_timeout_s: float = 30.0
+    send_timeout_s: float = 60.0
     max_run_file_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
@@ -44,7 +46,7 @@ class Limits:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name.replace('_', '-')} must be a whole number >= 1, got {value!r}")
-        for name in ("timeout_s", "header_timeout_s", "body_timeout_s"):
+        for name in ("timeout_s", "header_timeout_s", "body_timeout_s", "send_timeout_s"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < float("inf"):
                 flag = name.removesuffix("_s").replace("_", "-")

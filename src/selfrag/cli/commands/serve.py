@@ -59,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"(default {limits.max_pending_connections})")
     parser.add_argument("--body-timeout", type=float, default=limits.body_timeout_s, metavar="SECONDS",
                         help=f"longest time a request's body may take to arrive (default {limits.body_timeout_s:g})")
+    parser.add_argument("--send-timeout", type=float, default=limits.send_timeout_s, metavar="SECONDS",
+                        help="a client that reads nothing of its reply for this long, while the reply waits, is "
+                        f"disconnected (default {limits.send_timeout_s:g})")
     parser.add_argument("--max-run-file-mb", type=int, default=limits.max_run_file_bytes // 2**20, metavar="N",
                         help="largest run file (predictions.jsonl, ledger.jsonl) the runs view opens "
                         f"(default {limits.max_run_file_bytes // 2**20})")
@@ -120,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes, max_question_chars=args.max_question_chars,
         timeout_s=args.timeout, max_concurrent=args.max_concurrent, header_timeout_s=args.header_timeout,
         max_pending_connections=args.max_pending_connections, body_timeout_s=args.body_timeout,
+        send_timeout_s=args.send_timeout,
         max_run_file_bytes=_megabytes(args.max_run_file_mb),
     )
     runs_dir = None
