@@ -123,3 +123,19 @@ def test_serve_trace_logs_what_the_method_did(tmp_path, capsys, script):
     err = capsys.readouterr().err
     assert response.answer == "yes"
     assert "selfrag: vanilla_rag: retrieved 1 passage · then: generate" in err
+
+
+@pytest.mark.parametrize("argv", [["ask"], ["chat"], ["index", "build"]])
+def test_docs_help_lists_every_format_selfrag_reads(argv, capsys):
+    """--docs's help names every suffix of the ingest formats table (and JSONL), and the extra each needs."""
+    from selfrag.ingest.formats import FORMATS, JSONL_SUFFIXES
+
+    with pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    start = text.index("--docs PATH a folder")
+    docs = text[start:text.index("--chunk-size N", start)]
+    for suffix in (*[s for f in FORMATS for s in f.suffixes], *JSONL_SUFFIXES):
+        assert suffix in docs, (suffix, docs)
+    for extra in {f.extra for f in FORMATS if f.extra}:
+        assert f"selfrag[{extra}]" in docs, docs

@@ -93,3 +93,85 @@ def test_yaml_nested_too_deep_is_one_line(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("run: " + "[" * 5000 + "]" * 5000 + "\n")
     assert "not valid YAML (nested too deeply)" in run(config)
+
+
+# -- YAML alias bombs: refused before anything expands them ------------------------------------
+
+MEMORY_LIMIT = 1 << 30  # the child's address space: a regression fails the test instead of the machine
+
+
+def laughs(levels: int = 9, flow: bool = False) -> str:
+    """A "billion laughs" mapping: each level lists the one before nine times (9**levels values)."""
+    items = ['l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    items += [f"l{i}: &l{i} [{','.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "{" + ", ".join(items) + "}" if flow else "\n".join("    " + item for item in items)
+
+
+def bounded(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+    return subprocess.run([sys.executable, "-m", "selfrag", *argv], cwd=cwd, env={**os.environ, "PYTHONPATH": SRC},
+                          capture_output=True, text=True, timeout=120, preexec_fn=limit)
+
+
+@pytest.fixture
+def experiment(tmp_path) -> Path:
+    (tmp_path / "q.jsonl").write_text('{"id": "q1", "question": "What is the capital?", "answers": ["Paris"]}\n')
+    (tmp_path / "script.json").write_text('{"capital": "Paris"}')
+    (tmp_path / "plain.yaml").write_text("architecture: {name: no_retrieval}\ndata: {dataset: jsonl, path: q.jsonl}\n"
+                                         "cache: {enabled: false}\n")
+    return tmp_path
+
+
+def refused_in_one_line(proc: subprocess.CompletedProcess, out: Path) -> str:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert not out.exists()  # no run folder left with only ledger.jsonl and run.lock
+    return proc.stderr.strip()
+
+
+def test_an_alias_bomb_in_a_free_form_mapping_is_refused_in_one_line(experiment):
+    """retrieval.index_params (dict[str, Any]) took 1.9 GB and 600 s, then a pydantic-core abort."""
+    config = experiment / "bomb.yaml"
+    config.write_text("retrieval:\n  index_params:\n" + laughs() + "\n" + (experiment / "plain.yaml").read_text())
+    proc = bounded(["run", str(config), "--llm", "scripted:script.json", "--no-progress", "--output", "out"], experiment)
+    line = refused_in_one_line(proc, experiment / "out")
+    assert f"{config}:" in line and "holds more than 100,000 values, aliases (*name) counted" in line
+
+
+def test_an_alias_bomb_through_set_is_refused_in_one_line(experiment):
+    proc = bounded(["run", "plain.yaml", "--llm", "scripted:script.json", "--no-progress", "--output", "out",
+                    "--set", "retrieval.index_params=" + laughs(flow=True)], experiment)
+    line = refused_in_one_line(proc, experiment / "out")
+    assert line.endswith("--set retrieval.index_params: this YAML value holds more than 100,000 values, aliases "
+                         "(*name) counted each time they are used; a config never needs that many: remove the aliases")
+
+
+def test_an_alias_bomb_in_a_parent_config_names_the_parent(experiment):
+    parent = experiment / "parent.yaml"
+    parent.write_text("retrieval:\n  index_params:\n" + laughs() + "\n")
+    (experiment / "child.yaml").write_text("inherits: parent.yaml\n" + (experiment / "plain.yaml").read_text())
+    proc = bounded(["run", "child.yaml", "--llm", "scripted:script.json", "--no-progress", "--output", "out"], experiment)
+    assert f"{parent}:" in refused_in_one_line(proc, experiment / "out")
+
+
+def test_an_alias_inside_its_own_anchor_is_refused(experiment):
+    config = experiment / "loop.yaml"
+    config.write_text("retrieval:\n  index_params: &a\n    x: [*a]\n" + (experiment / "plain.yaml").read_text())
+    proc = bounded(["run", str(config), "--llm", "scripted:script.json", "--no-progress", "--output", "out"], experiment)
+    assert f"{config}:2: a YAML alias (*name) is used inside the value its anchor names" in refused_in_one_line(
+        proc, experiment / "out")
+
+
+def test_ordinary_anchors_and_aliases_still_work(experiment):
+    from selfrag.validation import load_yaml
+
+    config = experiment / "anchors.yaml"
+    config.write_text("llm: &llm {max_tokens: 64}\nretrieval:\n  index_params: {a: [1, 2], b: {c: 3}}\n"
+                      + (experiment / "plain.yaml").read_text())
+    cfg = load_config(config, ["retrieval.index_params={x: &v [1, 2], y: *v}"])
+    assert cfg.llm.max_tokens == 64 and cfg.retrieval.index_params == {"x": [1, 2], "y": [1, 2]}
+    assert load_yaml(laughs(levels=5), "t.yaml")["l4"][0][0][0][0][0] == "lol"  # 59,049 values: within the bound

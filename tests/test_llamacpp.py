@@ -11,13 +11,8 @@ import pytest
 from selfrag.errors import BackendError, ConfigError
 from selfrag.llm import create_backend
 from selfrag.llm.base import Message
-from selfrag.llm.llamacpp import (
-    DEFAULT_N_BATCH,
-    INSTRUCTION_FORMAT,
-    LlamaCppBackend,
-    default_model_path,
-    instruction_prompt,
-)
+from selfrag.llm.llamacpp import DEFAULT_N_BATCH, LlamaCppBackend, default_model_path
+from selfrag.llm.llamacpp_tokens import INSTRUCTION_FORMAT, instruction_prompt
 
 pytestmark = pytest.mark.model
 

@@ -124,3 +124,78 @@ def test_resuming_keeps_the_first_answer_of_a_repeated_question_and_says_so(dupl
     records = read_predictions(duplicated_run / "predictions.jsonl")
     assert sorted(r["id"] for r in records) == ["q1", "q2", "q3"]
     assert next(r for r in records if r["id"] == "q2")["prediction"] == "City 1"  # the first answer
+
+
+# -- the lock file is removed when a run ends; a killed run's stale lock is still handled --------------
+
+
+def _finish(proc: subprocess.Popen) -> tuple[str, str]:
+    out, err = proc.communicate(timeout=120)
+    return out, err
+
+
+@pytest.mark.parametrize("ending", ["complete", "failed"])
+def test_a_run_that_ends_leaves_no_lock_file(tmp_path, ending):
+    write_workspace(tmp_path)
+    if ending == "failed":  # every call fails: the run ends with status failed, exit 1
+        (tmp_path / "script.json").write_text(json.dumps({"capital": {"error": "bad request", "status": 400}}))
+    proc = selfrag(tmp_path, "run", "exp.yaml", "--run-id", "r")
+    out, err = _finish(proc)
+    assert proc.returncode == (0 if ending == "complete" else 1), err
+    run_dir = tmp_path / "results" / "r"
+    assert (run_dir / "summary.json").is_file()
+    assert not (run_dir / LOCK_FILE).exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_run_leaves_no_lock_file(tmp_path, sig):
+    write_workspace(tmp_path)
+    proc = selfrag(tmp_path, "run", "exp.yaml", "--run-id", "r", gate="never")
+    assert wait_for(lambda: events(tmp_path).count("held") >= 1, 60), proc.poll()
+    run_dir = tmp_path / "results" / "r"
+    assert (run_dir / LOCK_FILE).read_text().strip() == str(proc.pid)  # held while it runs
+    proc.send_signal(sig)
+    _finish(proc)
+    assert proc.returncode in (130, 128 + signal.SIGTERM)
+    assert not (run_dir / LOCK_FILE).exists()
+
+
+def test_a_killed_runs_stale_lock_is_taken_over_and_removed(tmp_path):
+    write_workspace(tmp_path)
+    proc = selfrag(tmp_path, "run", "exp.yaml", "--run-id", "r", gate="never")
+    assert wait_for(lambda: events(tmp_path).count("held") >= 1, 60), proc.poll()
+    proc.send_signal(signal.SIGKILL)
+    _finish(proc)
+    run_dir = tmp_path / "results" / "r"
+    assert (run_dir / LOCK_FILE).read_text().strip() == str(proc.pid)  # left by the kill, its lock gone with it
+    again = selfrag(tmp_path, "run", "--resume", str(run_dir))
+    out, err = _finish(again)
+    assert again.returncode == 0, err
+    assert not (run_dir / LOCK_FILE).exists()
+    assert json.loads((run_dir / "summary.json").read_text())["n_answered"] == N
+
+
+def test_a_lock_file_replaced_between_open_and_lock_is_not_trusted(tmp_path, monkeypatch):
+    """Another process may release (and remove) the lock after this one opened the file but before it
+    locked it; locking the removed file would let two processes 'hold' the run. The lock is taken on
+    the file that is at the path when the lock is held."""
+    import fcntl
+
+    from selfrag.eval import run_lock
+
+    real_flock = fcntl.flock
+    replaced = []
+
+    def racing_flock(fd, op):
+        if not replaced:  # the holder finishes: its file goes, and a fresh one appears
+            replaced.append(os.fstat(fd).st_ino)
+            (tmp_path / LOCK_FILE).unlink()
+            (tmp_path / LOCK_FILE).write_text("")
+        return real_flock(fd, op)
+
+    (tmp_path / LOCK_FILE).write_text("12345\n")
+    monkeypatch.setattr(run_lock.fcntl, "flock", racing_flock)
+    with RunLock.acquire(tmp_path) as lock:
+        held = os.fstat(lock._fd).st_ino
+        assert held == (tmp_path / LOCK_FILE).stat().st_ino != replaced[0]
+    assert not (tmp_path / LOCK_FILE).exists()

@@ -81,7 +81,7 @@ async def test_run_writes_config_predictions_and_summary(tmp_path):
     run_dir = result.run_dir
     assert run_dir.parent == tmp_path / "results" and run_dir.name.endswith("_test")
     assert sorted(p.name for p in run_dir.iterdir()) == [
-        "config.yaml", "ledger.jsonl", "predictions.jsonl", "run.lock", "summary.json"]
+        "config.yaml", "ledger.jsonl", "predictions.jsonl", "summary.json"]
 
     written = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert written["data"]["path"] == str(data) and written["architecture"]["name"] == "vanilla_rag"

@@ -166,7 +166,7 @@ async def test_self_rag_run_directory(tmp_path):
     result = await run_experiment_async(config(tmp_path, "run.concurrency=2"), progress=False)
     run_dir = result.run_dir
     assert sorted(p.name for p in run_dir.iterdir()) == [
-        "config.yaml", "ledger.jsonl", "predictions.jsonl", "run.lock", "summary.json"]
+        "config.yaml", "ledger.jsonl", "predictions.jsonl", "summary.json"]
     written = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert written["architecture"]["name"] == "self_rag"
 

@@ -89,8 +89,8 @@ def test_chat_completion_in_openai_shape():
     data = r.json()
     assert data["object"] == "chat.completion" and data["model"] == "vanilla_rag"
     message = data["choices"][0]["message"]
-    assert message["role"] == "assistant" and message["content"] == "Paris"
-    assert message["citations"] == [{"id": c["id"], "title": c["title"]} for c in data["selfrag"]["citations"]]
+    assert message["role"] == "assistant" and message["content"] == "Paris [1]"
+    assert message["citations"] == [{"n": c["n"], "id": c["id"], "title": c["title"]} for c in data["selfrag"]["citations"]]
     assert message["citations"] and message["citations"][0]["id"] == "paris"
     assert data["usage"]["total_tokens"] == data["selfrag"]["total_tokens"] > 0
     # The earlier turns: the question was first read with them (one call), then answered.
@@ -110,9 +110,9 @@ def test_chat_stream_chunks_add_up_to_the_answer():
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
-    assert text == "Paris, on the Seine"
+    assert text == "Paris, on the Seine\n[1]"
     final = next(c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"] == "stop")
-    assert final["selfrag"]["answer"] == text and final["citations"]
+    assert final["selfrag"]["answer"] == "Paris, on the Seine" and final["citations"][0]["n"] == 1
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
 
 

@@ -35,6 +35,10 @@ def test_one_line_refusals(capsys, tmp_path, monkeypatch):
     assert "--api-key" in refused(capsys, "--docs", str(demo_corpus_path()), "--host", "192.0.2.1")
     assert "max-concurrent" in refused(capsys, "--docs", str(demo_corpus_path()), "--max-concurrent", "0")
     assert "timeout" in refused(capsys, "--docs", str(demo_corpus_path()), "--timeout", "0")
+    assert "header-timeout" in refused(capsys, "--runs", str(tmp_path), "--header-timeout", "0")
+    assert "body-timeout" in refused(capsys, "--runs", str(tmp_path), "--body-timeout", "nan")
+    assert "max-pending-connections" in refused(capsys, "--runs", str(tmp_path), "--max-pending-connections", "0")
+    assert "max-run-file-mb" in refused(capsys, "--runs", str(tmp_path), "--max-run-file-mb", "0")
 
 
 def test_a_port_in_use_is_one_line(capsys, tmp_path):

@@ -30,7 +30,7 @@ def client(server):
 def test_a_completion_through_the_openai_client(client):
     r = client.chat.completions.create(model="self_rag", messages=[{"role": "user", "content": QUESTION}])
     message = r.choices[0].message
-    assert message.content == "Paris" and message.role == "assistant"
+    assert message.content == "Paris [1]" and message.role == "assistant"  # the marker of the passage it cites
     assert r.choices[0].finish_reason == "stop" and r.model == "self_rag"
     extra = r.model_extra["selfrag"]
     assert extra["num_llm_calls"] == 5 and extra["view"]["selected"] == 0
@@ -45,7 +45,7 @@ def test_a_stream_through_the_openai_client(client):
     )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert text == "Paris"
+    assert text == "Paris\n[1]"  # streamed as written, then its marker on a line of its own (as ask prints it)
     last = [c for c in chunks if c.choices and c.choices[0].finish_reason][-1]
     assert last.choices[0].finish_reason == "stop" and last.model_extra["selfrag"]["method"] == "vanilla_rag"
     assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
@@ -79,4 +79,4 @@ def test_a_full_server_is_a_rate_limit_error_for_the_client():
         with pytest.raises(openai.RateLimitError):
             c.chat.completions.create(model="vanilla_rag", messages=[{"role": "user", "content": QUESTION}])
         held.release.set()
-        assert "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices) == "Paris"
+        assert "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices) == "Paris\n[1]"

@@ -4,7 +4,8 @@ Every config section is a pydantic model that forbids unknown keys. A failure
 becomes a :class:`~selfrag.errors.ConfigError` naming the dotted key, where it
 came from, and what was expected. :func:`read_yaml_file` reads a config
 file's mapping (a file that is not UTF-8, not YAML or empty is one line
-naming it). :func:`load_json` / :func:`decode_json`
+naming it) through :func:`load_yaml`, which refuses aliases that expand
+beyond a bound. :func:`load_json` / :func:`decode_json`
 parse JSON a user, a client or a server wrote with bounded nesting and no
 lone surrogates; :func:`lone_surrogate` says why a string is not text.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -97,7 +99,7 @@ def read_yaml_file(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read ({exc.strerror or exc})") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, str(path))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
@@ -112,6 +114,80 @@ def read_yaml_file(path: Path) -> dict[str, Any]:
     return data
 
 
+# -- YAML aliases ----------------------------------------------------------------------
+#
+# A YAML alias (*a) repeats the node its anchor (&a) names without copying it, so a
+# few hundred bytes of nested aliases ("billion laughs") stand for billions of values.
+# PyYAML builds them as shared objects; whatever walks them later (pydantic validating a
+# free-form mapping such as retrieval.index_params, a deep copy, a dump) expands them
+# and runs out of memory. load_yaml counts the values a document expands to before
+# anything is built and refuses one beyond the bound, and an alias inside itself.
+
+MAX_YAML_VALUES = 100_000  # values a config expands to, aliases counted at each use; real configs hold hundreds
+
+
+def load_yaml(text: str, source: str, *, max_values: int = MAX_YAML_VALUES) -> Any:
+    """``yaml.safe_load(text)``, refusing a document that aliases expand beyond ``max_values`` values.
+
+    Raises yaml.YAMLError for text that is not YAML and a one-line ConfigError
+    naming ``source`` (a file, or ``--set KEY``) and the line for an alias bomb
+    or an alias used inside the node it names.
+    """
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node, source, max_values)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_expansion(root: yaml.Node, source: str, max_values: int) -> None:
+    """Count the values under ``root`` as constructing it would produce them (each alias use in full)."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        children = _children(node)
+        if done:
+            open_nodes.discard(key)
+            size = 1 + sum(sizes[id(c)] for c in children)
+            if size > max_values:
+                raise ConfigError(
+                    f"{_where(source, node)}: this YAML value holds more than {max_values:,} values, aliases "
+                    "(*name) counted each time they are used; a config never needs that many: remove the aliases"
+                )
+            sizes[key] = size
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            raise ConfigError(
+                f"{_where(source, node)}: a YAML alias (*name) is used inside the value its anchor names; "
+                "a config value cannot contain itself"
+            )
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+
+
+def _where(source: str, node: yaml.Node) -> str:
+    """``source:line``; a ``--set`` value is one line, named by its key alone."""
+    return source if source.startswith("--set") else f"{source}:{node.start_mark.line + 1}"
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
 # -- JSON and text from outside --------------------------------------------------------
 #
 # Python's json module recurses once per level of nesting: a line of a few thousand
@@ -121,6 +197,8 @@ def read_yaml_file(path: Path) -> dict[str, Any]:
 # server wrote parses it with load_json / decode_json, which turn both into a
 # json.JSONDecodeError (so callers' existing "not valid JSON" handling names the
 # file and line) or, with surrogates="replace", put U+FFFD in place of the surrogate.
+# An integer longer than Python converts (4,300 digits by default) is a
+# JSONDecodeError too, where json itself raises a bare ValueError.
 
 MAX_JSON_DEPTH = 100  # arrays and objects inside each other; real data stays far below
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -143,6 +221,14 @@ def _too_deep(text: str, start: int, max_depth: int) -> json.JSONDecodeError:
             if depth <= 0:
                 break
     return json.JSONDecodeError(f"nested more than {max_depth} levels deep", text, pos)
+
+
+def _too_long_integer(text: str, start: int) -> json.JSONDecodeError:
+    """The error for an integer of more digits than Python converts, at its first digit."""
+    limit = sys.get_int_max_str_digits() or 4300
+    match = re.compile(rf"-?\d{{{limit + 1},}}").search(text, start)
+    pos = match.start() if match else start
+    return json.JSONDecodeError(f"an integer has more than {limit} digits; write it as a string", text, pos)
 
 
 def _depth_exceeded(value: Any, max_depth: int) -> bool:
@@ -195,6 +281,10 @@ def decode_json(
         value, end = _DECODER.raw_decode(text, pos)
     except RecursionError:
         raise _too_deep(text, pos, max_depth) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # an integer longer than Python converts (sys.get_int_max_str_digits())
+        raise _too_long_integer(text, pos) from None
     segment_brackets = text.count("[", pos, end) + text.count("{", pos, end)
     if segment_brackets > max_depth and isinstance(value, (dict, list)) and _depth_exceeded(value, max_depth):
         raise _too_deep(text, pos, max_depth)

@@ -121,6 +121,17 @@ def add_answer_options(parser: argparse.ArgumentParser, command: str = "ask") ->
             option.add(parser, command)
 
 
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0-65535 (0: the system picks a free one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: give 0-65535 (0 picks a free one)")
+    return value
+
+
 def flag_overrides(args: argparse.Namespace) -> list[Override]:
     """The dedicated flags as ``(dotted.key, value, flag)`` overrides, taken as given (not YAML-read)."""
     flags: list[Override] = []

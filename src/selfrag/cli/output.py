@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from ..methods.critique.confidence import confidence_words
-from ..reflection.citing import with_markers
+from ..reflection.answer_text import answer_lines
+from ..reflection.answer_text import confidence_line as confidence_line  # kept importable from here
 from ..reflection.judged import NOT_JUDGED, VERDICTS, not_judged
 from ..types import RAGResponse, ReasoningStep
 
@@ -62,30 +62,11 @@ def _one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def confidence_line(value: float) -> str:
-    """How sure the answer is, in words: a low value says so plainly."""
-    return f"({confidence_words(value)})"
-
-
-def without_documents_line(response: RAGResponse) -> str | None:
-    """The line that says an answer used no document (None when it used some, or abstained)."""
-    why = response.details.get("without_documents")
-    return f"(answered without your documents: {why})" if why else None
-
-
 def print_response(response: RAGResponse, out: TextIO, *, trace: bool = False, answer_shown: bool = False) -> None:
     """The answer (unless ``answer_shown``: it was streamed already), its sources and, with ``trace``, every step."""
     cited = response.citations
-    if (line := without_documents_line(response)) is not None:
+    for line in answer_lines(response, answer_shown=answer_shown):  # the same lines the server replies with
         print(line, file=out)
-    if not answer_shown:
-        print(with_markers(response.answer, cited), file=out)
-    elif cited:
-        print("".join(f"[{i}]" for i in range(1, len(cited) + 1)), file=out)
-    if response.abstained and response.details.get("abstain_reason"):
-        print(f"(abstained: {response.details['abstain_reason']})", file=out)
-    if response.confidence is not None and not response.abstained:
-        print(confidence_line(response.confidence), file=out)
     print(file=out)
     if cited:
         print("Cited:", file=out)

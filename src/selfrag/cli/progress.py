@@ -2,8 +2,10 @@
 
 * **Stages** on stderr (retrieving, deciding, judging passage n, writing the
   answer, critiquing, reading the confidence), each as it starts: on a
-  terminal as one line rewritten in place, elsewhere one line per stage when
-  ``SELFRAG_PROGRESS=1`` asks for it (so pipes and scripts get clean output).
+  terminal as one line rewritten in place, whose elapsed time keeps moving
+  while the stage runs (a model call can take a minute), elsewhere one line
+  per stage when ``SELFRAG_PROGRESS=1`` asks for it (so pipes and scripts get
+  clean output, never a line per tick).
 * **Each model call**, with ``-v``: its step, tokens (prompt + reply), time
   and whether it came from the cache, as an INFO log line.
 * **The answer's tokens** on stdout as the model writes them, for a method
@@ -16,38 +18,67 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-log = logging.getLogger("selfrag.calls")
+from ..methods.core.stages import STAGES
 
-# Step action -> the stage it belongs to, as shown.
-STAGES = {
-    "retrieve": "retrieving passages",
-    "retrieval_decision": "deciding whether to read the documents",
-    "calibrate_decision": "calibrating the retrieval decision (once per model)",
-    "generate_and_critique": "judging passage",
-    "evaluate_relevance": "judging passage",
-    "critique_relevance": "judging passage",
-    "generate": "writing the answer",
-    "generate_after_facts": "writing the answer",
-    "short_answer": "writing the answer",
-    "final_answer": "writing the answer",
-    "direct_answer": "writing the answer without documents",
-    "generate_segment": "writing the answer",
-    "assess_support": "critiquing the answer",
-    "rate_utility": "critiquing the answer",
-    "critique_retrieval": "critiquing the answer",
-    "reflect": "critiquing the answer",
-    "reformulate": "rewriting the query",
-    "react_step": "thinking",
-    "confidence_p_true": "reading how sure the answer is",
-    "confidence_likelihood": "reading how sure the answer is",
-    "confidence_draft": "reading how sure the answer is",
-    "calibrate_choice": "calibrating the answer's labels (once per model)",
-}
+log = logging.getLogger("selfrag.calls")
+TICK_S = 0.5  # how often a terminal's stage line is redrawn with the time elapsed
+
+
+class TerminalLine:
+    """The one progress line on a terminal's stderr, written in place and without a newline.
+
+    Anything else printed on the terminal (an error, a warning, a note on
+    stdout) first erases it through :meth:`clear`, so no progress text is
+    left in front of what follows. One lock orders the writers: the command's
+    thread and the ticker that redraws the elapsed time.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.stream: TextIO | None = None  # the stream the line is on, while one is shown
+        self.finished = False
+
+    def show(self, stream: TextIO, text: str) -> None:
+        with self.lock:
+            if self.finished:
+                return
+            stream.write(f"\r\033[K{text}")
+            stream.flush()
+            self.stream = stream
+
+    def finish(self) -> None:
+        """Erase the line for good: the command is ending (with an error, say); nothing redraws it."""
+        with self.lock:
+            self.clear()
+            self.finished = True
+
+    def clear(self) -> None:
+        with self.lock:
+            if self.stream is not None:
+                self.stream.write("\r\033[K")
+                self.stream.flush()
+                self.stream = None
+
+
+LINE = TerminalLine()
+
+
+class _ClearsTheLine(logging.Filter):
+    """A log line is printed on a line of its own: the progress line is erased first."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        LINE.clear()
+        return True
+
+
+def logging_clears_the_line(handler: logging.Handler) -> None:
+    handler.addFilter(_ClearsTheLine())
 
 
 def _wanted(env: str, stream: TextIO) -> bool:
@@ -70,24 +101,49 @@ class Progress:
         self.judged = 0
         self.shown: str | None = None
         self.streamed = ""
+        self._ticker: threading.Thread | None = None
+
+    def _line(self) -> str:
+        return f"selfrag: {self.shown}… ({time.perf_counter() - self.started:.1f} s)"
 
     def stage(self, text: str) -> None:
         """Show ``text`` as the current stage (nothing once the answer is being streamed)."""
-        if not self.show or self.streamed or text == self.shown:
-            return
-        self.shown = text
-        line = f"selfrag: {text}… ({time.perf_counter() - self.started:.1f} s)"
-        if self.in_place:
-            self.err.write(f"\r\033[K{line}")
-        else:
-            self.err.write(line + "\n")
-        self.err.flush()
+        with LINE.lock:
+            if not self.show or self.streamed or text == self.shown:
+                return
+            self.shown = text
+            if not self.in_place:
+                self.err.write(self._line() + "\n")
+                self.err.flush()
+                return
+            LINE.show(self.err, self._line())
+            if self._ticker is None:
+                self._ticker = threading.Thread(target=self._tick, name="selfrag-progress", daemon=True)
+                self._ticker.start()
+
+    def _tick(self) -> None:
+        """Redraw the stage line with the time elapsed until no stage is shown (a terminal only)."""
+        while True:
+            time.sleep(TICK_S)
+            with LINE.lock:
+                if self.shown is None or self.streamed:
+                    self._ticker = None
+                    return
+                LINE.show(self.err, self._line())
 
     def clear(self) -> None:
-        if self.in_place and self.shown is not None:
-            self.err.write("\r\033[K")
-            self.err.flush()
-        self.shown = None
+        with LINE.lock:
+            if self.in_place and self.shown is not None:
+                LINE.clear()
+            self.shown = None
+
+    def say(self, text: str) -> None:
+        """Print ``text`` on stdout on a line of its own while a stage is shown, which stays shown."""
+        with LINE.lock:
+            LINE.clear()
+            print(text, file=self.out, flush=True)
+            if self.in_place and self.shown is not None and not self.streamed:
+                LINE.show(self.err, self._line())
 
     def on_step(self, event: str, action: str, payload) -> None:
         if event == "start":
@@ -103,11 +159,12 @@ class Progress:
                      gen.completion_tokens, gen.latency_ms, " · cached" if gen.cached else "")
 
     def on_token(self, piece: str) -> None:
-        if not self.streamed:
-            self.clear()
-        self.streamed += piece
-        self.out.write(piece)
-        self.out.flush()
+        with LINE.lock:
+            if not self.streamed:
+                self.clear()
+            self.streamed += piece
+            self.out.write(piece)
+            self.out.flush()
 
     @contextmanager
     def watching(self) -> Iterator[None]:
@@ -151,5 +208,8 @@ def announce_start(argv: list[str]) -> None:
     command = next((a for a in argv if not a.startswith("-")), None)
     if command in ANSWERING and "--json" not in argv and _wanted("SELFRAG_PROGRESS", sys.stderr):
         line = "selfrag: starting…"
-        sys.stderr.write(f"\r\033[K{line}" if sys.stderr.isatty() else line + "\n")
-        sys.stderr.flush()
+        if sys.stderr.isatty():
+            LINE.show(sys.stderr, line)
+        else:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()

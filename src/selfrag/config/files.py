@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from ..data.shipped import PREFIX as SAMPLE_PREFIX
 from ..errors import ConfigError
 from ..redaction import redact
-from ..validation import describe_error, parse_model, read_yaml_file
+from ..validation import describe_error, load_yaml, parse_model, read_yaml_file
 from .sections import DATASETS, ExperimentConfig  # noqa: F401
 
 
@@ -61,7 +61,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     if not sep or not key or any(not part for part in key.split(".")):
         raise ConfigError(f"--set needs dotted.key=value, got {item!r}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw, f"--set {key}") if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return key.split("."), value

@@ -14,7 +14,7 @@ seed, written to ``OUTPUT/NAME/cells/<cell id>/``::
       - {spec: "llamacpp:/models/qwen.gguf", label: qwen, cpus: 2}
     seeds: [0, 1]                       # llm.seed and run.seed
     set: ["cache.enabled=false"]        # --set overrides for every cell
-    retries: 2                          # attempts after the first for a failed cell
+    retries: 2                          # attempts after the first for a failed cell (0-10)
 
 Paths in a grid file are relative to the grid file. A backend mapping may
 give ``cpus`` (the whole cores a local llama.cpp cell holds; default its
@@ -47,6 +47,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 CELLS_DIR = "cells"
 # Files a run writes before its config: a directory holding only these never got going.
 _EARLY_FILES = {"run.lock", "ledger.jsonl", "summary.json"}
+# A failed cell is run again at most this many times: a cell that failed 10 times has a cause
+# to fix, and each attempt may pay for its calls again.
+MAX_RETRIES = 10
 
 
 class BackendEntry(StrictModel):
@@ -68,7 +71,7 @@ class GridFile(StrictModel):
     backends: list[BackendEntry | str] = Field(default_factory=lambda: [BackendEntry()])
     seeds: list[int] = Field(default_factory=lambda: [0])
     set: list[str] = Field(default_factory=list)
-    retries: int = Field(2, ge=0)
+    retries: int = Field(2, ge=0, le=MAX_RETRIES)
 
 
 @dataclass
@@ -132,7 +135,17 @@ def read_grid(path: str | Path, *, output: str | None = None) -> Grid:
     if not src.is_file():
         raise ConfigError(f"grid file not found: {src}")
     try:
-        raw = yaml.safe_load(src.read_text(encoding="utf-8"))
+        text = src.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = src.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"grid file {src}:{line} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); "
+                          "save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"grid file {src} cannot be read ({exc.strerror or exc})") from None
+    try:
+        raw = yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(f"{src}: not valid YAML (nested too deeply)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""

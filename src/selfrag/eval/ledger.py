@@ -25,6 +25,7 @@ import json
 import os
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -117,13 +118,18 @@ class Ledger:
                      "t": self.elapsed()})
 
     def close(self) -> None:
-        self._fh.close()
+        with writing(self.path):
+            self._fh.close()  # the descriptor is closed even when the last flush fails
 
     def __enter__(self) -> Ledger:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        with suppress(OSError):  # the error on its way out is the one to show (a full disk: the same)
+            self._fh.close()
 
 
 class LedgerBackend(CallObserver):

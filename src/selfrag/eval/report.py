@@ -82,11 +82,12 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain-text table; numbers right-aligned."""
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> str:
+    """A plain-text table; numbers (and the columns ``right`` names) right-aligned."""
     cells = [[fmt(v) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    numeric = [all(isinstance(row[i], (int, float)) or row[i] is None for row in rows) for i in range(len(headers))]
+    numeric = [i in right or all(isinstance(row[i], (int, float)) or row[i] is None for row in rows)
+               for i in range(len(headers))]
 
     def line(values: Sequence[str]) -> str:
         parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)]
@@ -133,7 +134,7 @@ def summary_table(s: dict[str, Any]) -> str:
         ("tokens", f"{tokens.get('total', 0)} total ({tokens.get('prompt', 0)} prompt, "
                    f"{tokens.get('completion', 0)} completion), {fmt(tokens.get('per_question'), 1)} per question"),
         ("latency", f"p50 {_seconds(lat.get('p50'))}, p95 {_seconds(lat.get('p95'))}, "
-                    f"mean {_seconds(lat.get('mean'))}"),
+                    f"mean {_seconds(lat.get('mean'))}" + _cached_note(s)),
         ("LLM calls", f"{fmt(calls.get('per_question'), 2)} per question ({calls.get('total', 0)} total)"),
         ("retrieval rate", fmt(s.get("retrieval_rate"), 2)),
     ]
@@ -149,6 +150,27 @@ def summary_table(s: dict[str, Any]) -> str:
         rows.append(("wall time", _seconds(s["wall_time_s"] * 1000)))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def cached_calls(s: dict[str, Any]) -> tuple[int, int]:
+    """(calls answered from the cache, all calls) of a run's answered questions."""
+    return int(s.get("cached_llm_calls") or 0), int((s.get("llm_calls") or {}).get("total") or 0)
+
+
+def _uncached(s: dict[str, Any]) -> str:
+    lat = s.get("latency_ms") or {}
+    n = lat.get("uncached_questions") or 0
+    if not n or lat.get("uncached_p50") is None:
+        return "every question had a cached call"
+    return f"p50 {_seconds(lat['uncached_p50'])} over the {n} question(s) with none"
+
+
+def _cached_note(s: dict[str, Any]) -> str:
+    """What part of the latency is the cache's: a cached call takes no model time."""
+    cached, total = cached_calls(s)
+    if not cached:
+        return ""
+    return f" ({cached} of {total} calls from the cache, which takes no model time; without them: {_uncached(s)})"
 
 
 def _answerable_note(groups: dict[str, Any]) -> str:
@@ -195,7 +217,7 @@ def answerability_table(s: dict[str, Any]) -> str:
 # -- comparing runs -------------------------------------------------------------------
 
 COMPARE_HEADERS = ("run", "method", "retriever", "model", "n", "EM", "F1", "accuracy",
-                   "$/question", "calls/question", "p50 latency s")
+                   "$/question", "calls/question", "cached calls", "p50 latency s")
 
 
 GROUNDING_HEADERS = ("run", "method", "questions", "n", "F1", "abstain", "answered acc", "truthful",
@@ -242,16 +264,40 @@ def compare_row(s: dict[str, Any]) -> dict[str, Any]:
         "cost_per_question": (s.get("cost_usd") or {}).get("per_question"),
         "calls_per_question": (s.get("llm_calls") or {}).get("per_question"),
         "p50_latency_s": p50 / 1000 if p50 is not None else None,
+        # Calls answered from the cache take no model time: the latency of a run with some is not the model's.
+        "cached_calls": cached_calls(s)[0],
+        "llm_calls": cached_calls(s)[1],
+        "p50_latency_uncached_s": _ms_to_s((s.get("latency_ms") or {}).get("uncached_p50")),
+        "uncached_questions": (s.get("latency_ms") or {}).get("uncached_questions"),
         "questions": questions_label(s),
         **{k: metrics.get(k) for k in (*ABSTENTION_METRICS, *EVIDENCE_METRICS)},
         "by_answerable": s.get("by_answerable") or {},
     }
 
 
+def _ms_to_s(ms: float | None) -> float | None:
+    return ms / 1000 if ms is not None else None
+
+
 def compare_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The runs side by side; a latency with calls from the cache is marked ``*`` and explained below."""
     keys = ("run", "method", "retriever", "model", "n", "em", "f1", "accuracy",
-            "cost_per_question", "calls_per_question", "p50_latency_s")
-    return format_table(COMPARE_HEADERS, [[r[k] for k in keys] for r in rows])
+            "cost_per_question", "calls_per_question")
+    cells = []
+    for r in rows:
+        marked = fmt(r["p50_latency_s"]) + ("*" if r.get("cached_calls") else " ")
+        cells.append([*[r[k] for k in keys], f"{r.get('cached_calls', 0)}/{r.get('llm_calls', 0)}", marked])
+    table = format_table(COMPARE_HEADERS, cells, right=(len(keys), len(keys) + 1))
+    cached = [r for r in rows if r.get("cached_calls")]
+    if not cached:
+        return table
+    each = "; ".join(
+        f"{r['run']}: {r['cached_calls']} of {r['llm_calls']} calls"
+        + (f" (p50 {fmt(r['p50_latency_uncached_s'])} s over the {r['uncached_questions']} question(s) with none)"
+           if r.get("p50_latency_uncached_s") is not None else " (every question had one)")
+        for r in cached)
+    return (f"{table}\n* part of this latency is the cache's, not the model's: answered from the cache in {each}. "
+            "A cached call takes no model time; to time the model, run with --no-cache or a cache.path of its own.")
 
 
 def _label(row: dict[str, Any]) -> str:

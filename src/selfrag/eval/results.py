@@ -15,6 +15,7 @@ gives None) and "did not abstain" (:func:`record_abstained`).
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -22,7 +23,7 @@ import re
 import stat
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from ..errors import DataError
 from ..serialize import candidates_json, steps_json, to_jsonable
 from ..types import Question, RAGResponse
 from ..validation import load_json
+from .disk import is_disk_full, why_not_written
 
 CONFIG_FILE = "config.yaml"
 PREDICTIONS_FILE = "predictions.jsonl"
@@ -42,10 +44,18 @@ log = logging.getLogger(__name__)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-def cannot_write(path: Path, exc: OSError) -> DataError:
-    """The one-line error for a file of a run directory that cannot be written."""
-    reason = exc.strerror or type(exc).__name__
-    return DataError(f"cannot write {path} ({reason}); make it writable, or start a new run with --output DIR")
+class RunFileError(DataError):
+    """A file of a run directory could not be written: no question can be recorded, so the run stops."""
+
+
+def cannot_write(path: Path, exc: OSError, *, then: str | None = None) -> RunFileError:
+    """The one-line error for a file of a run directory that cannot be written; a full disk is named.
+    ``then`` says how to go on once space is freed (by default: resume the run)."""
+    if is_disk_full(path, exc) or exc.errno == errno.EFBIG:
+        then = then or f"resume with: selfrag run --resume {path.parent}"
+        return RunFileError(f"cannot write {path}: {why_not_written(path, exc)}, then {then}")
+    reason = why_not_written(path, exc)
+    return RunFileError(f"cannot write {path} ({reason}); make it writable, or start a new run with --output DIR")
 
 
 @contextmanager
@@ -168,7 +178,14 @@ class PredictionWriter:
             self._fh.flush()
 
     def close(self) -> None:
-        self._fh.close()
+        """Close the file; what is still buffered is written (an OS error is a one-line error)."""
+        with writing(self.path):
+            self._fh.close()  # the descriptor is closed even when the last flush fails
+
+    def abandon(self) -> None:
+        """Close after an error that is being reported: a second failure to flush is not news."""
+        with suppress(OSError):
+            self._fh.close()
 
 
 class OutsideRoot(DataError):
@@ -288,23 +305,32 @@ def repair_predictions(path: Path) -> list[dict[str, Any]]:
     if repeated:
         log.warning("%s: dropped %d repeated answer(s), keeping the first answer of each question", path, repeated)
     if dropped or (raw and not raw.endswith(b"\n")):
-        tmp = path.with_suffix(".jsonl.tmp")
-        with writing(path), tmp.open("w", encoding="utf-8") as fh:
-            for rec in kept:
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        with writing(path):
-            os.replace(tmp, path)
+        write_atomically(path, "".join(json.dumps(rec, ensure_ascii=False) + "\n" for rec in kept), sync=True)
     return kept
+
+
+def write_atomically(path: Path, text: str, *, sync: bool = False) -> None:
+    """Write ``text`` to ``path`` through ``PATH.tmp`` and a rename, so neither a reader nor a kill
+    mid-write ever finds half a file; ``sync`` also forces it to the disk before the rename. A write
+    that fails (a full disk) leaves no ``.tmp`` behind and raises a one-line error."""
+    tmp = path.with_name(path.name + ".tmp")
+    with writing(path):
+        try:
+            with tmp.open("w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                if sync:
+                    os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError:
+            with suppress(OSError):
+                tmp.unlink()
+            raise
 
 
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically (a reader never sees half a file)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with writing(path):
-        tmp.write_text(json.dumps(to_jsonable(data), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+    write_atomically(path, json.dumps(to_jsonable(data), indent=2, ensure_ascii=False) + "\n")
 
 
 def read_json(path: Path, within: Path | None = None) -> Any:
@@ -319,11 +345,19 @@ def read_json(path: Path, within: Path | None = None) -> Any:
         raise DataError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
 
 
-def check_run_dir(path: Path, within: Path | None = None) -> Path:
+def check_run_dir(path: Path, within: Path | None = None, *, config_optional: bool = False) -> Path:
+    """``path`` if it is a run directory: it holds a ``config.yaml`` or, with ``config_optional`` (a
+    resume given the run's config), the run's other files."""
     path = Path(path).expanduser()
     if not path.is_dir():
         raise DataError(f"run directory not found: {path}")
     if not (path / CONFIG_FILE).is_file():
-        raise DataError(f"{path} is not a run directory (no {CONFIG_FILE})")
+        others = [name for name in RUN_FILES if name != CONFIG_FILE and (path / name).is_file()]
+        if not others:
+            raise DataError(f"{path} is not a run directory (no {CONFIG_FILE})")
+        if not config_optional:
+            raise DataError(f"{path} has no {CONFIG_FILE} (its run was stopped before writing it); resume it "
+                            f"with the config it was started with: selfrag run CONFIG --resume {path}")
+        return path
     check_within(path / CONFIG_FILE, within)
     return path

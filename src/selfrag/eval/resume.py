@@ -15,12 +15,13 @@ explicitly resumes it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..config import ExperimentConfig, load_config, redact, with_absolute_paths
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from .results import CONFIG_FILE, SUMMARY_FILE, check_run_dir, read_json
 
 # Settings a resumption may change. None changes an answer; the cache's place is resolved against
@@ -68,13 +69,59 @@ def _has_redacted(data: Any) -> bool:
     return isinstance(data, str) and REDACTED in data
 
 
+def stored_config_missing(run_dir: Path) -> str | None:
+    """``"missing"``, ``"empty"`` or ``"damaged (why)"`` when the run's config.yaml cannot tell its
+    settings (a run stopped while an older selfrag wrote it in place, before the file was written
+    through a rename); else None."""
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.is_file():
+        return "missing"
+    try:
+        if not path.read_bytes().strip():
+            return "empty"
+    except OSError:
+        return None  # reading it fails again, with its own one-line error, where it is loaded
+    try:
+        load_config(path)
+    except ConfigError as exc:
+        why = str(exc).replace(str(path.resolve()), "").replace(str(path), "").strip(" :")
+        return "damaged (" + re.sub(r"^(\d+):", r"line \1:", why) + ")"
+    return None
+
+
+def _what_it_ran(run_dir: Path) -> str:
+    """`` (it ran METHOD on DATASET)`` from the run's summary, to help find its config; or nothing."""
+    summary = _summary(run_dir)
+    if not summary.get("method"):
+        return ""
+    on = f" on {summary['dataset']}" + (f" ({summary['data_path']})" if summary.get("data_path") else "")
+    return f" (it ran {summary['method']}{on if summary.get('dataset') else ''})"
+
+
+def _summary(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / SUMMARY_FILE
+    if not path.is_file():
+        return {}
+    try:
+        summary = read_json(path)
+    except DataError:
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
 def resume_config(
     run_dir: str | Path, config_path: str | Path | None = None, overrides: Iterable[str] = ()
 ) -> ExperimentConfig:
-    run_dir = check_run_dir(Path(run_dir))
+    run_dir = check_run_dir(Path(run_dir), config_optional=True)
     stored_path = run_dir / CONFIG_FILE
-    stored = load_config(stored_path)
+    if config_path is None and (state := stored_config_missing(run_dir)) is not None:
+        when = "before" if state == "missing" else "while"  # a damaged file: torn by a kill mid-write
+        raise ConfigError(
+            f"{stored_path} is {state} (the run was stopped {when} it was written){_what_it_ran(run_dir)}; "
+            f"resume with the config the run was started with: selfrag run CONFIG --resume {run_dir}"
+        )
     if config_path is None:
+        stored = load_config(stored_path)
         if _has_redacted(stored.to_dict()):
             raise ConfigError(
                 f"{stored_path} has redacted secrets; resume with the original config: "
@@ -92,6 +139,8 @@ def check_same_settings(cfg: ExperimentConfig, run_dir: Path) -> None:
     from two set-ups are never mixed in one run. A run directory without a stored config (written
     before configs were stored) is not checked.
     """
+    if stored_config_missing(run_dir) is not None:
+        _check_summary(cfg, Path(run_dir))
     diffs = setting_differences(cfg, run_dir)
     if diffs:
         raise ConfigError(
@@ -107,11 +156,24 @@ def check_same_settings(cfg: ExperimentConfig, run_dir: Path) -> None:
         )
 
 
+def _check_summary(cfg: ExperimentConfig, run_dir: Path) -> None:
+    """Without a stored config, the method and dataset the summary records must be the config's."""
+    summary = _summary(run_dir)
+    pairs = (("method", "architecture.name", cfg.architecture.name), ("dataset", "data.dataset", cfg.data.dataset))
+    for key, dotted, mine in pairs:
+        theirs = summary.get(key)
+        if theirs and theirs != mine:
+            raise ConfigError(
+                f"{run_dir} ran {key} {theirs!r}, and the config gives {dotted} {mine!r}; resume it with the "
+                f"config it was started with: selfrag run CONFIG --resume {run_dir}"
+            )
+
+
 def setting_differences(cfg: ExperimentConfig, run_dir: Path) -> list[str]:
     """Dotted keys where ``cfg`` differs from ``run_dir``'s stored config, those a resume may change
-    aside (none when the directory stores no config)."""
+    aside (none when the directory stores no config, or an empty one)."""
     stored_path = Path(run_dir) / CONFIG_FILE
-    if not stored_path.is_file():
+    if stored_config_missing(run_dir) is not None:
         return []
     mine = redact(with_absolute_paths(cfg).to_dict())
     stored = load_config(stored_path)

@@ -43,12 +43,14 @@ from .results import (
     PREDICTIONS_FILE,
     SUMMARY_FILE,
     PredictionWriter,
+    RunFileError,
     check_run_dir,
     error_record,
     new_run_dir,
     prediction_record,
     read_json,
     repair_predictions,
+    write_atomically,
     write_json,
     writing,
 )
@@ -72,9 +74,10 @@ class RunResult:
 def is_fatal(exc: BaseException) -> bool:
     """Errors that would fail every question alike: stop the run instead of recording them.
 
-    An ``ImportError`` is one: the installation is broken or was changed under a running process.
+    An ``ImportError`` is one: the installation is broken or was changed under a running process; so is
+    a run file that cannot be written (a full disk): no answer could be recorded.
     """
-    if isinstance(exc, (ConfigError, MissingDependencyError, ImportError)):
+    if isinstance(exc, (ConfigError, MissingDependencyError, ImportError, RunFileError)):
         return True
     return isinstance(exc, BackendError) and exc.status in FATAL_STATUSES
 
@@ -113,8 +116,8 @@ class Experiment:
         if previous and not self.ledger.events:
             self.ledger.import_sessions(previous.get("sessions") or [])  # a run from before the ledger
         self.ledger.begin(resumed=previous is not None)
-        with writing(self.run_dir / CONFIG_FILE):
-            (self.run_dir / CONFIG_FILE).write_text(dump_yaml(self.cfg), encoding="utf-8")
+        # Through a rename: a kill mid-write never leaves an empty config.yaml (which --resume needs).
+        write_atomically(self.run_dir / CONFIG_FILE, dump_yaml(self.cfg), sync=True)
         self.write_summary("running")
 
     def add(self, record: dict[str, Any]) -> None:
@@ -209,13 +212,16 @@ class Experiment:
                 for _ in range(min(concurrency, len(pending))):
                     group.create_task(worker())
         except BaseExceptionGroup as eg:
+            writer.abandon()
             # Surface the first real error (a fatal one), not the group.
             first = eg.exceptions[0]
             while isinstance(first, BaseExceptionGroup):
                 first = first.exceptions[0]
             raise first from None
-        finally:
-            writer.close()
+        except BaseException:
+            writer.abandon()  # the error being raised is the one to show, not a second failed flush
+            raise
+        writer.close()
 
 
 def _resume_state(run_dir: Path, dataset: Dataset) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -253,7 +259,7 @@ async def run_experiment_async(
     with ExitStack() as held:
         if resume_dir is not None:
             # Lock before anything is read, repaired or loaded.
-            resume_dir = check_run_dir(Path(resume_dir)).resolve()
+            resume_dir = check_run_dir(Path(resume_dir), config_optional=True).resolve()
             held.enter_context(RunLock.acquire(resume_dir))
             check_same_settings(cfg, resume_dir)  # before the dataset, index or model is loaded
         return await _run(cfg, held, output_root, run_id, resume_dir, progress, llm, on_record)
@@ -282,7 +288,7 @@ async def _run(cfg: ExperimentConfig, held: ExitStack, output_root: str | Path |
         else:
             root = Path(output_root).expanduser() if output_root is not None else Path(cfg.experiment.output_dir)
             run_dir = new_run_dir(root, cfg.experiment.name, run_id)
-            held.enter_context(RunLock.acquire(run_dir))
+            held.enter_context(RunLock.acquire(run_dir, fresh=True))
             done, previous = [], None
         with writing(run_dir / LEDGER_FILE):
             tracked.ledger = held.enter_context(Ledger(run_dir / LEDGER_FILE))

@@ -85,6 +85,8 @@ def summarize(records: Sequence[dict[str, Any]], n_questions: int | None = None)
         return float(sum(a.get(key, 0) or 0 for a in acc))
 
     latencies = [float(a["latency_ms"]) for a in acc if a.get("latency_ms") is not None]
+    # A cached call takes no model time: the questions none of whose calls came from the cache time the model.
+    uncached = [float(a["latency_ms"]) for a in acc if a.get("latency_ms") is not None and not a.get("cached_calls")]
     means, counts = metric_means(answered)
     cost = total("cost_usd")
     summary: dict[str, Any] = {
@@ -104,6 +106,8 @@ def summarize(records: Sequence[dict[str, Any]], n_questions: int | None = None)
             "mean": _mean(latencies),
             "p50": _percentile(latencies, 50),
             "p95": _percentile(latencies, 95),
+            "uncached_p50": _percentile(uncached, 50),
+            "uncached_questions": len(uncached),
         },
         "llm_calls": {"total": int(total("llm_calls")), "per_question": total("llm_calls") / n if n else None},
         "retrieval_calls": {

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 
 from ..errors import ConfigError
 from ..types import Document
@@ -30,6 +31,8 @@ DEFAULT_CHUNK_OVERLAP = 20
 MIN_CHUNK_SIZE = 16
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+_WORD = re.compile(r"\S+")
 
 
 @dataclass(frozen=True)
@@ -54,25 +57,42 @@ def count_tokens(text: str) -> int:
     return len(_TOKEN.findall(text))
 
 
+def _fits(text: str, size: int) -> bool:
+    """Whether ``text`` holds at most ``size`` tokens, reading no further than token ``size + 1`` (a
+    paragraph of megabytes is not tokenized whole to find out that it does not fit)."""
+    return sum(1 for _ in islice(_TOKEN.finditer(text), size + 1)) <= size
+
+
+def _between(pattern: re.Pattern[str], text: str) -> Iterator[str]:
+    """``pattern.split(text)`` one piece at a time (``pattern`` has no groups)."""
+    start = 0
+    for match in pattern.finditer(text):
+        yield text[start : match.start()]
+        start = match.end()
+    yield text[start:]
+
+
 def _units(text: str, size: int) -> Iterator[tuple[str, bool]]:
     """(unit, whether it opens a paragraph): paragraphs no longer than ``size`` tokens; longer ones cut
-    into sentences, then into word runs."""
-    for paragraph in re.split(r"\n\s*\n", text):
+    into sentences, then into word runs. Pieces are produced one at a time, so a file of one long
+    line costs its length once, not once per list of its sentences and words."""
+    for paragraph in _between(_PARAGRAPH_BREAK, text):
         paragraph = paragraph.strip()
         if not paragraph:
             continue
-        if count_tokens(paragraph) <= size:
+        if _fits(paragraph, size):
             yield paragraph, True
             continue
         first = True
-        for sentence in _SENTENCE_END.split(paragraph):
-            if count_tokens(sentence) <= size:
+        for sentence in _between(_SENTENCE_END, paragraph):
+            if _fits(sentence, size):
                 yield sentence, first
                 first = False
                 continue
             run: list[str] = []
             tokens = 0
-            for word in sentence.split():
+            for match in _WORD.finditer(sentence):
+                word = match.group()
                 n = count_tokens(word) or 1
                 if run and tokens + n > size:
                     yield " ".join(run), first

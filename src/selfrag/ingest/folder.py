@@ -4,18 +4,22 @@ Hidden entries (any path component starting with ``.``, such as ``.git/``)
 and symbolic links that resolve outside the folder are skipped unless
 ``include_hidden`` / ``follow_external_links`` say otherwise. Files in a
 format selfrag does not read, files whose format needs an extra that is not
-installed, and files that cannot be turned into text are skipped too. All of
-them are named in one warning line (:meth:`SkippedEntries.summary`) with the
-reason and what would read them.
+installed, files that cannot be turned into text or are over a size cap, and
+entries that are not regular files (a FIFO would block the reader forever, a
+device never ends) are skipped too. All of them are named in one warning
+line (:meth:`SkippedEntries.summary`) with the reason and what would read
+them.
 """
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from ..errors import DataError
+from .files import kind_of
 
 
 @dataclass
@@ -30,10 +34,13 @@ class SkippedEntries:
     unsupported: list[str] = field(default_factory=list)  # a format selfrag does not read
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (file, why)
     empty: list[str] = field(default_factory=list)  # no text in it
+    too_large: list[tuple[str, str]] = field(default_factory=list)  # (file, its size and the cap)
+    special: list[tuple[str, str]] = field(default_factory=list)  # (entry, what it is: "a FIFO")
 
     def __len__(self) -> int:
         return (len(self.hidden) + len(self.external) + len(self.broken) + len(self.unsupported)
-                + len(self.unreadable) + len(self.empty) + sum(len(v) for v in self.needs_extra.values()))
+                + len(self.unreadable) + len(self.empty) + len(self.too_large) + len(self.special)
+                + sum(len(v) for v in self.needs_extra.values()))
 
     def summary(self, folder: Path) -> str:
         """One line: how many entries were skipped, why, a few of them, and how to read them."""
@@ -41,6 +48,9 @@ class SkippedEntries:
         def part(items: list[str], one: str, many: str) -> str:
             shown = ", ".join(items[:3]) + (", ..." if len(items) > 3 else "")
             return f"{len(items)} {one if len(items) == 1 else many} ({shown})"
+
+        def why(items: list[tuple[str, str]], one: str, many: str) -> str:
+            return part([f"{f}: {reason}" for f, reason in items], one, many)
 
         parts, hints = [], []
         if self.hidden:
@@ -54,10 +64,11 @@ class SkippedEntries:
         for extra, files in sorted(self.needs_extra.items()):
             parts.append(part(files, "file", "files") + f" that need pip install 'selfrag[{extra}]'")
         if self.unreadable:
-            shown = ", ".join(f"{f}: {why}" for f, why in self.unreadable[:3])
-            more = ", ..." if len(self.unreadable) > 3 else ""
-            parts.append(f"{len(self.unreadable)} unreadable {'file' if len(self.unreadable) == 1 else 'files'} "
-                         f"({shown}{more})")
+            parts.append(why(self.unreadable, "unreadable file", "unreadable files"))
+        if self.too_large:
+            parts.append(why(self.too_large, "file too large to read", "files too large to read"))
+        if self.special:
+            parts.append(why(self.special, "entry that is not a regular file", "entries that are not regular files"))
         if self.empty:
             parts.append(part(self.empty, "file with no text", "files with no text"))
         if self.unsupported:
@@ -124,13 +135,19 @@ def folder_files(
                         entered.add(target)
                         walk(entry, rel)
                     continue
-            if entry.is_dir():
+            try:
+                mode = entry.stat().st_mode
+            except OSError:  # gone since the folder was listed
+                continue
+            if stat.S_ISDIR(mode):
                 real = entry.resolve()
                 if real not in entered:
                     entered.add(real)
                     walk(entry, rel)
-            elif entry.is_file():
+            elif stat.S_ISREG(mode):
                 found.append((entry, rel))
+            else:  # a FIFO, device or socket: never opened
+                skipped.special.append((str(rel), kind_of(mode)))
 
     walk(folder, PurePosixPath())
     found.sort(key=lambda item: item[1].parts)

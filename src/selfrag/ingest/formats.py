@@ -23,7 +23,8 @@ JSONL_SUFFIXES = (".jsonl",)
 class Format:
     name: str
     suffixes: tuple[str, ...]
-    # (the file's bytes) -> its sections; text formats get the decoded text instead (``binary`` False)
+    # (the file's bytes, IngestLimits) -> its sections; text formats get the decoded text instead
+    # (``binary`` False)
     read: Callable[..., list[Section]]
     binary: bool = False
     extra: str | None = None  # the extra that installs ``modules``

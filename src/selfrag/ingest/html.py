@@ -11,6 +11,7 @@ library (measured there on the same pages).
 
 from __future__ import annotations
 
+from collections import Counter
 from html.parser import HTMLParser
 
 from .sections import Section, clean_heading
@@ -21,14 +22,22 @@ HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 BLOCKS = frozenset({"p", "div", "li", "tr", "br", "section", "article", "main", "blockquote", "pre", "dd", "dt",
                     "table", "ul", "ol", "figcaption", "hr"}) | HEADINGS
 VOID = frozenset({"br", "hr", "img", "input", "meta", "link", "area", "base", "col", "embed", "source", "track", "wbr"})
+REGIONS = ("main", "article", "body")
 
 
 class _Reader(HTMLParser):
-    """Collects (region, heading, text) pieces; region is "main", "article" or "body"."""
+    """Collects (regions, heading, text) pieces; regions are the open "main", "article" and "body".
+
+    Every step costs the same however deep the page nests: the open elements are counted by tag
+    (an end tag with none open is ignored without scanning the stack), and the set of open regions
+    is kept, not recomputed from the stack for each piece of text.
+    """
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.stack: list[str] = []
+        self.open: Counter[str] = Counter()
+        self.regions: frozenset[str] = frozenset()
         self.skipping = 0
         self.in_heading = False
         self.heading_text: list[str] = []
@@ -37,8 +46,18 @@ class _Reader(HTMLParser):
         self.title: list[str] = []
         self.in_title = False
 
-    def _regions(self) -> frozenset[str]:
-        return frozenset(t for t in self.stack if t in ("main", "article", "body"))
+    def _push(self, tag: str) -> None:
+        self.stack.append(tag)
+        self.open[tag] += 1
+        if tag in REGIONS and self.open[tag] == 1:
+            self.regions = self.regions | {tag}
+
+    def _pop(self) -> str:
+        tag = self.stack.pop()
+        self.open[tag] -= 1
+        if tag in REGIONS and not self.open[tag]:
+            self.regions = self.regions - {tag}
+        return tag
 
     def handle_starttag(self, tag: str, attrs) -> None:
         if tag == "title":
@@ -47,7 +66,7 @@ class _Reader(HTMLParser):
             if tag in ("br", "hr") and not self.skipping:
                 self._text("\n")
             return
-        self.stack.append(tag)
+        self._push(tag)
         if tag in SKIP:
             self.skipping += 1
         elif tag in HEADINGS and not self.skipping:
@@ -58,16 +77,16 @@ class _Reader(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
             self.in_title = False
-        if tag in VOID or tag not in self.stack:
+        if tag in VOID or not self.open[tag]:
             return
         while self.stack:  # close anything left open inside (HTML allows unclosed <p>, <li>)
-            top = self.stack.pop()
+            top = self._pop()
             if top in SKIP:
                 self.skipping -= 1
             if top in HEADINGS and self.in_heading and not self.skipping:
                 self.in_heading = False
                 self.heading = clean_heading("".join(self.heading_text)) or self.heading
-                self.pieces.append((self._regions() | {top}, self.heading, ""))
+                self.pieces.append((self.regions | {top}, self.heading, ""))
             if top == tag:
                 break
         if tag in BLOCKS and not self.skipping:
@@ -84,7 +103,7 @@ class _Reader(HTMLParser):
             self._text(data)
 
     def _text(self, data: str) -> None:
-        self.pieces.append((self._regions(), self.heading, data))
+        self.pieces.append((self.regions, self.heading, data))
 
 
 def html_sections(text: str) -> list[Section]:
@@ -92,22 +111,23 @@ def html_sections(text: str) -> list[Section]:
     reader = _Reader()
     reader.feed(text)
     reader.close()
-    for region in ("main", "article", "body"):
+    for region in REGIONS:
         kept = [(h, t) for regions, h, t in reader.pieces if region in regions]
         if any(t.strip() for _, t in kept):
             break
     else:
         kept = [(h, t) for _, h, t in reader.pieces]
-    sections: list[Section] = []
+    # Runs of pieces under one heading, joined once (not text + piece per piece: that is quadratic).
+    runs: list[tuple[str | None, list[str]]] = []
     for heading, piece in kept:
-        if sections and sections[-1].heading == heading:
-            sections[-1] = Section(heading, sections[-1].text + piece)
+        if runs and runs[-1][0] == heading:
+            runs[-1][1].append(piece)
         else:
-            sections.append(Section(heading, piece))
+            runs.append((heading, [piece]))
     out = []
-    for s in sections:
-        paragraphs = [" ".join(p.split()) for p in s.text.split("\n\n")]
+    for heading, pieces in runs:
+        paragraphs = [" ".join(p.split()) for p in "".join(pieces).split("\n\n")]
         body = "\n\n".join(p for p in paragraphs if p)
         if body:
-            out.append(Section(s.heading, body))
+            out.append(Section(heading, body))
     return out

@@ -8,7 +8,11 @@ no text layer (a scan) gives nothing; a file with no text at all is refused
 as unreadable, as is an encrypted or damaged one.
 
 A Word document's headings are its paragraphs styled ``Heading N`` or
-``Title``; tables are read row by row.
+``Title``; tables are read row by row. Before python-docx parses anything,
+the package's parts are sized (:mod:`.docx_package`: a 1.4 MB file can hold
+400 MB of XML). python-docx opens the file (its parser refuses entities);
+the paragraphs are then read from its parsed XML in one pass, each style
+name from a table built once (see :func:`_docx_blocks`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import logging
 from collections import Counter
 
 from ..errors import require
+from .docx_package import check_package
+from .limits import IngestLimits
 from .sections import Section, Unreadable, clean_heading
 
 HEADING_RATIO = 1.15
@@ -27,7 +33,7 @@ MAX_HEADING_CHARS = 120
 logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 
-def pdf_sections(data: bytes) -> list[Section]:
+def pdf_sections(data: bytes, limits: IngestLimits | None = None) -> list[Section]:
     pypdf = require("pypdf", "docs", "Reading PDF files")
     try:
         reader = pypdf.PdfReader(io.BytesIO(data))
@@ -122,29 +128,106 @@ def _lines_to_sections(lines: list[tuple[str, float]]) -> list[Section]:
     return out.done()
 
 
-def docx_sections(data: bytes) -> list[Section]:
+def docx_sections(data: bytes, limits: IngestLimits | None = None) -> list[Section]:
     docx = require("docx", "docs", "Reading Word (.docx) files")
+    check_package(data, limits or IngestLimits())
     try:
         document = docx.Document(io.BytesIO(data))
-    except Exception as exc:  # noqa: BLE001 - python-docx raises zipfile, KeyError, lxml errors
+        return _docx_blocks(document.element.body, _paragraph_styles(document))
+    except Exception as exc:  # noqa: BLE001 - python-docx raises zipfile, KeyError, ValueError, lxml errors
         raise Unreadable(f"not a readable Word document ({type(exc).__name__})") from None
+
+
+# WordprocessingML element names, as lxml spells them.
+_NS = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_P, _TBL, _TR, _TC, _TCPR, _VMERGE = (f"{_NS}{t}" for t in ("p", "tbl", "tr", "tc", "tcPr", "vMerge"))
+_R, _HYPERLINK, _T, _PPR, _PSTYLE, _VAL = (f"{_NS}{t}" for t in ("r", "hyperlink", "t", "pPr", "pStyle", "val"))
+# What a run holds besides its text, as the text reads it (a tab or a line break separates words).
+_RUN_MARKS = {f"{_NS}{t}": " " for t in ("tab", "ptab", "br", "cr")} | {f"{_NS}noBreakHyphen": "-"}
+
+
+def _docx_blocks(body, style_names: dict[str, str]) -> list[Section]:
+    """The body's paragraphs and tables, read from the parsed XML in one pass.
+
+    This is what python-docx's ``paragraph.text``, ``paragraph.style`` and ``row.cells`` give, read
+    directly: those compile an XPath expression or search the styles part for every paragraph, and
+    ``row.cells`` searches the table for the row above every vertically merged cell, which made a
+    document of a few hundred thousand paragraphs take minutes.
+    """
     out = _Sections()
     paragraphs = out.paragraphs
-
-    blocks = document.iter_inner_content() if hasattr(document, "iter_inner_content") else document.paragraphs
-    for block in blocks:
-        if hasattr(block, "rows"):  # a table: one line per row, cells joined by " | "
-            rows = [" | ".join(" ".join(c.text.split()) for c in row.cells) for row in block.rows]
-            body = "\n".join(r for r in rows if r.strip(" |"))
-            if body:
-                paragraphs.append(body)
+    default_style = style_names.get("", "")
+    for block in body:
+        if block.tag == _TBL:  # a table: one line per row, cells joined by " | "
+            table = _table_text(block)
+            if table:
+                paragraphs.append(table)
             continue
-        text = " ".join(block.text.split())
+        if block.tag != _P:
+            continue
+        text = _paragraph_text(block)
         if not text:
             continue
-        style = (block.style.name if block.style is not None else "") or ""
-        if style.lower().startswith(("heading", "title")):
+        style = _style_id(block)
+        name = style_names.get(style, default_style) if style else default_style
+        if name.lower().startswith(("heading", "title")):
             out.start(clean_heading(text))
         else:
             paragraphs.append(text)
     return out.done()
+
+
+def _paragraph_text(p) -> str:
+    """A paragraph's text as python-docx reads it (its runs and the runs of its hyperlinks), whitespace
+    collapsed."""
+    parts: list[str] = []
+    for child in p:
+        if child.tag == _R:
+            runs = (child,)
+        elif child.tag == _HYPERLINK:
+            runs = child.iterchildren(_R)
+        else:
+            continue
+        for run in runs:
+            for item in run:
+                if item.tag == _T:
+                    parts.append(item.text or "")
+                elif item.tag in _RUN_MARKS:
+                    parts.append(_RUN_MARKS[item.tag])
+    return " ".join("".join(parts).split())
+
+
+def _style_id(p) -> str | None:
+    ppr = p.find(_PPR)
+    style = ppr.find(_PSTYLE) if ppr is not None else None
+    return style.get(_VAL) if style is not None else None
+
+
+def _table_text(table) -> str:
+    """A table's rows, one line each, cells joined by " | ".
+
+    Each cell is read where it is written: a cell that continues a vertical merge holds no text of
+    its own and is left out (python-docx's ``row.cells`` repeats the merge's first cell there).
+    """
+    rows = []
+    for tr in table.iterchildren(_TR):
+        cells = []
+        for tc in tr.iterchildren(_TC):
+            tcpr = tc.find(_TCPR)
+            merge = tcpr.find(_VMERGE) if tcpr is not None else None
+            if merge is not None and merge.get(_VAL, "continue") == "continue":
+                continue
+            cells.append(" ".join(t for t in map(_paragraph_text, tc.iterchildren(_P)) if t))
+        rows.append(" | ".join(cells))
+    return "\n".join(r for r in rows if r.strip(" |"))
+
+
+def _paragraph_styles(document) -> dict[str, str]:
+    """Style id -> name of the document's paragraph styles, built once ("": the default paragraph style,
+    which a paragraph without a style, or with one the document does not define, has)."""
+    from docx.enum.style import WD_STYLE_TYPE
+
+    names = {s.style_id: s.name or "" for s in document.styles if s.type == WD_STYLE_TYPE.PARAGRAPH}
+    default = document.styles.default(WD_STYLE_TYPE.PARAGRAPH)
+    names[""] = (default.name or "") if default is not None else ""
+    return names

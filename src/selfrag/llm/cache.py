@@ -22,6 +22,12 @@ and a fresh cache takes its place (:mod:`.sqlite_file`): a cache only saves
 calls, so losing it costs time and money, never a question. A file that is
 not an SQLite database at all (no SQLite header: perhaps the user's own file)
 is never moved; it is a one-line error.
+
+A cache that cannot be written (a read-only file, a full disk, a lock held
+too long) stops storing with one warning and keeps answering from what it
+holds; one that cannot be read at all is skipped with one warning
+(:func:`cached` builds the wrapper, or gives the bare backend when the file
+cannot be opened). Either way every question is still answered.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import logging
 import sqlite3
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +49,7 @@ from ..redaction import redact_secrets
 from ..types import Generation, TokenLogprobs
 from ..validation import load_json
 from .base import LLMRequest, RequestGenerator
-from .sqlite_file import CacheFile
+from .sqlite_file import CacheFile, CacheUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +123,8 @@ class SQLiteCache:
         self.hits = 0
         self.misses = 0
         self.dropped = 0  # undecodable rows deleted
+        self.storing = True  # False once a write failed for an operational reason (read-only, disk full)
+        self.reading = True  # False once a read failed for one: the cache is then skipped
 
     @property
     def _conn(self) -> sqlite3.Connection:
@@ -126,13 +135,37 @@ class SQLiteCache:
         self._file.conn = conn
 
     def _damaged(self, exc: sqlite3.DatabaseError) -> None:
-        """A DatabaseError while in use (the lock held): a damaged file is replaced by a fresh one."""
-        self._file.damaged(exc)
+        """A DatabaseError while in use (the lock held): a damaged file is replaced by a fresh one, or,
+        when it cannot be, the cache is skipped from here on (one warning)."""
+        try:
+            self._file.damaged(exc)
+        except CacheUnavailable as unavailable:
+            self.reading = self.storing = False
+            log.warning("%s; going on without the cache", unavailable)
+
+    def _stop_storing(self, exc: sqlite3.OperationalError) -> None:
+        """A write failed for a reason of the system (the lock held): no more writes, one warning."""
+        with suppress(sqlite3.Error):
+            self._conn.rollback()
+        if self.storing:
+            self.storing = False
+            log.warning("cannot store calls in the LLM cache %s (%s); going on without storing them "
+                        "(what it already holds is still used)", self.path, exc)
+
+    def _stop_reading(self, exc: sqlite3.OperationalError) -> None:
+        if self.reading:
+            self.reading = self.storing = False
+            log.warning("cannot read the LLM cache %s (%s); going on without the cache", self.path, exc)
 
     def get(self, key: str) -> Generation | None:
+        if not self.reading:
+            return None
         with self._lock:
             try:
                 row = self._conn.execute("SELECT response, format FROM generations WHERE key = ?", (key,)).fetchone()
+            except sqlite3.OperationalError as exc:
+                self._stop_reading(exc)
+                return None
             except sqlite3.DatabaseError as exc:
                 self._damaged(exc)
                 return None
@@ -151,8 +184,11 @@ class SQLiteCache:
         with self._lock:
             # Only the bad row: a good answer written meanwhile by another process stays.
             try:
-                self._conn.execute("DELETE FROM generations WHERE key = ? AND response = ?", (key, response))
-                self._conn.commit()
+                if self.storing:
+                    self._conn.execute("DELETE FROM generations WHERE key = ? AND response = ?", (key, response))
+                    self._conn.commit()
+            except sqlite3.OperationalError as exc:
+                self._stop_storing(exc)
             except sqlite3.DatabaseError as exc:
                 self._damaged(exc)
             self.dropped += 1
@@ -172,18 +208,28 @@ class SQLiteCache:
         insert = ("INSERT OR REPLACE INTO generations (key, backend, request, response, created, format) "
                   "VALUES (?, ?, ?, ?, ?, ?)")
         with self._lock:
+            if not self.storing:
+                return
             try:
-                self._conn.execute(insert, row)
-                self._conn.commit()
-            except sqlite3.DatabaseError as exc:
-                self._damaged(exc)
-                self._conn.execute(insert, row)
-                self._conn.commit()
+                try:
+                    self._conn.execute(insert, row)
+                    self._conn.commit()
+                except sqlite3.OperationalError:
+                    raise
+                except sqlite3.DatabaseError as exc:
+                    self._damaged(exc)
+                    if self.storing:
+                        self._conn.execute(insert, row)
+                        self._conn.commit()
+            except sqlite3.OperationalError as exc:  # read-only, disk full, locked: the answer stands
+                self._stop_storing(exc)
 
     def __len__(self) -> int:
         with self._lock:
             try:
                 return int(self._conn.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
+            except sqlite3.OperationalError:
+                return 0
             except sqlite3.DatabaseError as exc:
                 self._damaged(exc)
                 return 0
@@ -260,3 +306,14 @@ class CachedBackend(RequestGenerator):
 
     def __repr__(self) -> str:
         return f"<CachedBackend {self.inner!r} at {self.cache.path}>"
+
+
+def cached(backend: Any, path: str | Path) -> Any:
+    """``backend`` wrapped in the cache at ``path``; the bare backend, with one warning, when the file
+    cannot be opened for a reason of the system (permissions, a read-only folder). A path that cannot
+    be a cache (a folder, a file that is not SQLite) is still a one-line error."""
+    try:
+        return CachedBackend(backend, path)
+    except CacheUnavailable as exc:
+        log.warning("%s; going on without the cache (its calls are made, and paid, again)", exc)
+        return backend

@@ -134,9 +134,14 @@ def resolve_credentials(
     env = os.environ if environ is None else environ
     p = provider if isinstance(provider, Provider) else PROVIDERS[provider]
     raw = (base_url or p.default_url).strip().rstrip("/")
-    url, userinfo = split_userinfo(raw)
-    parts = urlsplit(url)
     shown = redact_url_credentials(raw)
+    try:
+        url, userinfo = split_userinfo(raw)
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. an unclosed IPv6 bracket: http://[::1/v1
+        raise ConfigError(
+            f"{p.name} base URL {shown!r} is not a valid URL ({exc}); give http(s)://HOST[:PORT]/PATH"
+        ) from None
     try:
         port = parts.port
     except ValueError:

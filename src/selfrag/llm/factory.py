@@ -23,8 +23,9 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..kinds import Kinds
+from ..redaction import redact_url_credentials
 from .base import BackendKind, RetryPolicy
-from .cache import CachedBackend
+from .cache import cached
 from .pricing import Pricing
 
 # name (the spec's prefix) -> the module that declares its KIND (imported on first use).
@@ -55,6 +56,17 @@ def parse_spec(spec: str | None) -> tuple[str, str, str | None]:
         m = _URL.match(rest)
         if m:
             return provider, m["model"], m["url"]
+        model, at, server = rest.rpartition("@")
+        if at and not model.strip():
+            raise ConfigError(f"{provider} spec has no model name before '@'; give {provider}:MODEL@URL")
+        if at:
+            # MODEL@SERVER whose server is not an http(s) URL: name it, rather than send the
+            # whole text as a model name to the provider's own API (and ask for its key). Only
+            # what follows the last '@' is shown: what comes before may hold a password.
+            raise ConfigError(
+                f"{provider} spec: {redact_url_credentials(server)!r} after '@' is not an http(s) URL; "
+                f"give {provider}:MODEL@http(s)://HOST[:PORT]/v1"
+            )
     return provider, rest, None
 
 
@@ -81,7 +93,12 @@ def create_backend(
         raise ConfigError(f"unknown LLM backend {spec!r}; use one of: {spec_help()}")
     given = {k: v for k, v in options.items() if v is not None}
     given.update(base_url=base_url, pricing=pricing, retry=retry, timeout=timeout, api_key_env=api_key_env)
-    backend = kind.create(target, **{k: v for k, v in given.items() if k in kind.settings})
+    try:
+        backend = kind.create(target, **{k: v for k, v in given.items() if k in kind.settings})
+    except OSError as exc:  # a file the spec names (a script, a model) that cannot be read
+        where = exc.filename or target
+        raise ConfigError(f"LLM backend {provider}: cannot read {where} ({exc.strerror or exc}); "
+                          "check the path and its permissions") from None
     if cache_path:
-        return CachedBackend(backend, cache_path)
+        return cached(backend, cache_path)
     return backend

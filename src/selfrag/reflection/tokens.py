@@ -133,6 +133,7 @@ BARE_TAG = r"\bis_?(?:rel|sup|use)\b"
 _NEUTRAL = re.compile(
     f"(?P<marker>{_MARKER.pattern})|(?P<quoted>{QUOTED_TAG})|(?P<bare>{BARE_TAG})", re.IGNORECASE
 )
+_PASSES = 8
 _INSTRUCTION_MARK = re.compile(r"^(\s*)###(?=\s*(?:instruction|response)\s*:)", re.IGNORECASE | re.MULTILINE)
 
 
@@ -152,10 +153,43 @@ def neutralize(text: str) -> str:
     so text planted in a passage can neither become a reflection token of a
     fine-tuned model nor be read back as a critique verdict when the model
     quotes it: the parsers take a parenthesised tag for a quote. Ordinary text
-    is unchanged.
+    is unchanged, and neutralised text is left as it is (applying this twice is
+    applying it once), so a question neutralised where it enters a prompt may
+    be neutralised again inside an instruction.
     """
-    text = _NEUTRAL.sub(_neutral, text)
-    return _INSTRUCTION_MARK.sub(r"\1", text)
+    # One pass can leave a marker for the next ("[no support IsSup]" -> "(no support IsSup)"):
+    # repeat until nothing changes. Each pass only removes brackets and hashes or wraps a bare
+    # tag once, so a few passes reach the end; the bound keeps hostile text linear.
+    for _ in range(_PASSES):
+        done = _INSTRUCTION_MARK.sub(r"\1", _NEUTRAL.sub(_neutral, text))
+        if done == text:
+            break
+        text = done
+    return text
+
+
+def defang_tag(text: str, name: str) -> str:
+    """``text`` with every ``<name ...>`` / ``</name>`` tag, in any case and spacing, put in parentheses.
+
+    ``</DOCUMENT >``, ``< /document>``, ``<Document index="9">`` and a ``<document``
+    without its ``>`` all become ``(/DOCUMENT )``, ``( /document)``, ... so text in a
+    block can neither end it early nor open another; the parenthesised form is no tag
+    (applying this twice changes nothing). Other text is unchanged.
+    """
+    pattern = _TAG_PATTERNS.get(name)
+    if pattern is None:
+        pattern = _TAG_PATTERNS[name] = re.compile(
+            rf"<(?P<tag>\s*/?\s*{re.escape(name)}\b)(?P<rest>[^<>]{{0,200}}>)?", re.IGNORECASE
+        )
+    return pattern.sub(_parenthesised, text) if "<" in text else text
+
+
+_TAG_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def _parenthesised(match: re.Match[str]) -> str:
+    rest = match.group("rest")
+    return f"({match.group('tag')}{rest[:-1]})" if rest is not None else f"({match.group('tag')})"
 
 
 def instruction_prompt(instruction: str) -> str:
@@ -166,12 +200,12 @@ def instruction_prompt(instruction: str) -> str:
 def paragraph(doc: Document) -> str:
     """A passage as the fine-tuned models saw them: ``<paragraph>{title}\\n{text}</paragraph>``.
 
-    Paragraph tags and reflection markers inside the passage are neutralised,
-    so the passage can neither end its own block early nor plant a reflection token.
+    Paragraph tags (any case or spacing: ``</PARAGRAPH >``) and reflection markers
+    inside the passage are neutralised, so the passage can neither end its own block
+    early nor plant a reflection token.
     """
     body = f"{doc.title}\n{doc.text}" if doc.title else doc.text
-    body = body.replace(PARAGRAPH_CLOSE, "</ paragraph>").replace(PARAGRAPH_OPEN, "< paragraph>")
-    return f"{PARAGRAPH_OPEN}{neutralize(body)}{PARAGRAPH_CLOSE}"
+    return f"{PARAGRAPH_OPEN}{neutralize(defang_tag(body, 'paragraph'))}{PARAGRAPH_CLOSE}"
 
 
 def strip_reflection_tokens(text: str) -> str:

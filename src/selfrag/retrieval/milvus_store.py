@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import ConfigError, DataError, require
 from ..types import Document
+from .milvus_quiet import QuietClient, silenced
 
 SERVER_SCHEMES = ("http://", "https://", "tcp://", "grpc://", "unix:")
 # Milvus's limits for a VARCHAR field, in bytes.
@@ -105,7 +106,8 @@ def connect(uri: str) -> Any:
         target = str(path)
         require("milvus_lite", "milvus", "a local Milvus Lite database")
     try:
-        return pymilvus.MilvusClient(uri=target, token=os.environ.get(TOKEN_ENV, ""))
+        with silenced():  # pymilvus's own [ERROR] lines and tracebacks: selfrag says it in one line
+            return QuietClient(pymilvus.MilvusClient(uri=target, token=os.environ.get(TOKEN_ENV, "")))
     except Exception as exc:  # pymilvus raises its own exception types, and grpc's
         raise DataError(f"cannot open Milvus at {uri}: {one_line(exc)}") from None
 

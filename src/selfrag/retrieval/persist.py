@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError, SelfragError
+from ..ingest import read_from
 from ..types import Document
 from ..validation import load_json
 from . import swap
@@ -69,10 +71,13 @@ class _IndexFiles(Mapping[str, frozenset[str]]):
 INDEX_FILES: Mapping[str, frozenset[str]] = _IndexFiles()
 
 
-def rebuild_command(path: str | Path, retriever: str | None, embedding_model: str | None = None) -> str:
+def rebuild_command(path: str | Path, retriever: str | None, embedding_model: str | None = None,
+                    docs: str | None = None) -> str:
+    """The command that rebuilds the index at ``path`` from ``docs`` (the placeholder PATH when unknown)."""
     from .encoders import DEFAULT_MODEL
 
-    cmd = f"selfrag index build --docs PATH --retriever {retriever or 'bm25'} --out {path}"
+    source = shlex.quote(docs) if docs else "PATH"
+    cmd = f"selfrag index build --docs {source} --retriever {retriever or 'bm25'} --out {shlex.quote(str(path))}"
     if embedding_model and embedding_model != DEFAULT_MODEL:
         cmd += f" --embedding-model {embedding_model}"
     return cmd
@@ -344,7 +349,9 @@ def load_index(
     name = manifest.get("retriever")
     built_with = manifest.get("embedding_model")
     built_with = built_with if isinstance(built_with, str) else None
-    rebuild = f"rebuild it: {rebuild_command(src, expected_method or name, built_with)}"
+    built_from = manifest.get("source")
+    docs = read_from(documents or (), built_from if isinstance(built_from, str) else None)
+    rebuild = f"rebuild it: {rebuild_command(src, expected_method or name, built_with, docs)}"
     if expected_method and name != expected_method:
         raise DataError(
             f"index {src} was built with retriever '{name}', not '{expected_method}'; "
@@ -365,7 +372,7 @@ def load_index(
         if canonical_model_name(wanted) != built_with:
             raise DataError(
                 f"index {src} was built with embedding model '{built_with}', not '{wanted}'; "
-                f"rebuild it: {rebuild_command(src, name, wanted)}"
+                f"rebuild it: {rebuild_command(src, name, wanted, docs)}"
             )
     verify_files(src, manifest, rebuild)
     if documents is not None and corpus_checksum(documents) != manifest.get("corpus_checksum"):

@@ -9,7 +9,7 @@ is bounded by the server's timeout.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..assemble import build_method
@@ -17,6 +17,7 @@ from ..config import ExperimentConfig
 from ..methods.core.base import Method
 from ..methods.factory import available_methods
 from ..methods.steps.followup import Turn, standalone_question, with_rewrite
+from ..redaction import redact_secrets
 from ..types import RAGResponse
 from .errors import ApiError
 from .progress import Progress, ProgressBackend, listener
@@ -34,13 +35,20 @@ class Answerer:
         *,
         timeout_s: float,
         builder=build_method,
+        on_answer: Callable[[str, RAGResponse], None] | None = None,
+        documents_name: str | None = None,
     ) -> None:
+        """``on_answer(method_name, response)`` is called after each answer (``serve --trace`` logs it); a
+        hook rather than a subclass, so nothing has to repeat :meth:`answer`'s signature.
+        ``documents_name``: what the documents are called (the folder's or the index's name), for the page."""
         self.cfg = cfg
+        self.documents_name = documents_name
         self.llm = ProgressBackend(llm)
         self.retriever = retriever
         self.timeout_s = timeout_s
         self.default_method = cfg.architecture.name
         self._build = builder
+        self.on_answer = on_answer
         self._methods: dict[str, Method] = {}
 
     @staticmethod
@@ -61,6 +69,19 @@ class Answerer:
             }
             for name, cls in self.catalogue().items()
         ]
+
+    def served(self) -> dict[str, Any]:
+        """What this server answers with: the default method, the model's spec (credentials hidden) and the
+        documents (their name, how many passages when the retriever knows, the retriever)."""
+        documents = None
+        if self.retriever is not None:
+            try:
+                passages = len(self.retriever.documents) or None
+            except Exception:  # a retriever that cannot count its passages cheaply: leave them out
+                passages = None
+            documents = {"name": self.documents_name, "passages": passages,
+                         "retriever": getattr(self.retriever, "name", None)}
+        return {"method": self.default_method, "model": redact_secrets(str(self.llm.spec)), "documents": documents}
 
     def resolve(self, name: Any) -> str:
         if name is None or (isinstance(name, str) and name.strip().lower() in DEFAULT_ALIASES):
@@ -97,7 +118,7 @@ class Answerer:
 
         try:
             # The listener is copied into the task the timeout runs the answer in.
-            return await asyncio.wait_for(answer(), timeout=self.timeout_s)
+            response = await asyncio.wait_for(answer(), timeout=self.timeout_s)
         except TimeoutError:
             raise ApiError(
                 504, f"no answer within {self.timeout_s:g} s (--timeout); try a cheaper method or a shorter question",
@@ -105,6 +126,9 @@ class Answerer:
             ) from None
         finally:
             listener.reset(token)
+        if self.on_answer is not None:
+            self.on_answer(method_name, response)
+        return response
 
     async def aclose(self) -> None:
         await self.llm.aclose()

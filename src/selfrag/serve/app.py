@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from starlette.staticfiles import StaticFiles
 from . import routes_answer, routes_runs
 from .access_log import AccessLog
 from .answering import Answerer
+from .connections import quiet_accept_errors
 from .errors import EXCEPTION_HANDLERS
 from .guard import Guard
 from .limits import Gate
@@ -37,6 +39,7 @@ def create_app(settings: ServeSettings, answerer: Answerer | None, *, access_log
 
     @asynccontextmanager
     async def lifespan(app: Starlette):
+        quiet_accept_errors(asyncio.get_running_loop())
         try:
             yield
         finally:

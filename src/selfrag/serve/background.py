@@ -13,6 +13,8 @@ import time
 from typing import Any
 
 from ..errors import require
+from .connections import server_config
+from .settings import Limits
 from .sockets import listen
 
 
@@ -22,7 +24,10 @@ class BackgroundServer:
         self._sock = listen("127.0.0.1", 0)
         self.port = self._sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+        # The bounds selfrag serve runs with (the app's own settings, when it has them).
+        state = getattr(getattr(app, "state", None), "selfrag", None)
+        limits = state.settings.limits if state is not None else Limits()
+        config = server_config(app, limits, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True)
         self._start_timeout = start_timeout

@@ -4,10 +4,14 @@
 messages before it are the conversation it follows (a follow-up is rewritten
 to stand on its own before retrieving: :mod:`selfrag.methods.steps.followup`); sampling
 settings (``temperature``, ``max_tokens`` ...) are accepted and left to the
-method's configuration. The reply's message carries the answer as
-``content`` plus ``citations`` (the passages the method cites); the whole
-selfrag response (``selfrag ask --json`` with the trace) rides along as
-``selfrag``: on the completion, or on the last chunk of a stream.
+method's configuration. The reply's ``content`` is what ``selfrag ask`` prints
+for the answer (:func:`selfrag.reflection.answer_text.answer_lines`): the note
+that no document was used, the answer with its ``[n]`` markers, the abstention
+and the confidence; ``"selfrag": {"plain": true}`` in the request (or the
+server's ``--plain-replies``) asks for the bare answer. The message carries
+``citations`` (``n``, ``id``, ``title``: the passage each marker names), and
+the whole selfrag response (``selfrag ask --json`` with the trace) rides along
+as ``selfrag``: on the completion, or on the last chunk of a stream.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class ChatRequest:
     stream: bool
     include_usage: bool
     history: tuple[Turn, ...] = ()  # the user and assistant turns before the question
+    plain: bool | None = None  # the bare answer, without notes and markers; None: the server's setting
 
 
 def _text_of(content: Any) -> str:
@@ -58,7 +63,23 @@ def parse_chat(body: dict[str, Any], max_chars: int) -> ChatRequest:
         raise ApiError(400, "only one choice per request (n=1)", param="n")
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and options.get("include_usage") is True
-    return ChatRequest(question, body.get("model"), flag(body, "stream"), include_usage, history)
+    return ChatRequest(question, body.get("model"), flag(body, "stream"), include_usage, history, _plain(body))
+
+
+def _plain(body: dict[str, Any]) -> bool | None:
+    """``"selfrag": {"plain": true | false}``: whether the request wants the bare answer (None: not said)."""
+    extra = body.get("selfrag")
+    if extra is None:
+        return None
+    if not isinstance(extra, dict):
+        raise ApiError(400, "'selfrag' must be an object, e.g. {\"plain\": true}", param="selfrag")
+    unknown = sorted(set(extra) - {"plain"})
+    if unknown:
+        raise ApiError(400, f"'selfrag' takes only 'plain', not {', '.join(map(repr, unknown))}", param="selfrag")
+    plain = extra.get("plain")
+    if plain is not None and not isinstance(plain, bool):
+        raise ApiError(400, "'selfrag.plain' must be true or false", param="selfrag.plain")
+    return plain
 
 
 def new_id() -> tuple[str, int]:
@@ -66,7 +87,9 @@ def new_id() -> tuple[str, int]:
 
 
 def citations(data: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"id": c.get("id"), "title": c.get("title")} for c in data.get("citations") or []]
+    """The passages the markers name: ``n`` (the marker's number), ``id`` and ``title``."""
+    return [{"n": c.get("n", i), "id": c.get("id"), "title": c.get("title")}
+            for i, c in enumerate(data.get("citations") or [], start=1)]
 
 
 def usage(data: dict[str, Any]) -> dict[str, int]:
@@ -74,29 +97,27 @@ def usage(data: dict[str, Any]) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def without_documents_note(data: dict[str, Any]) -> str:
-    """The line that opens the reply when the answer used no document ("" when it used some)."""
-    why = data.get("without_documents")
-    return f"(Answered without your documents: {why}.)\n\n" if why else ""
+def content(data: dict[str, Any], *, plain: bool) -> str:
+    """The reply's text: what ``selfrag ask`` prints for the answer (``data["reply"]``), or the bare answer."""
+    return str(data["answer"]) if plain else str(data["reply"])
 
 
-def content(data: dict[str, Any]) -> str:
-    """The reply's text: the answer, opened by a plain note when it used no document."""
-    return without_documents_note(data) + str(data["answer"])
-
-
-def rest_of_content(data: dict[str, Any], streamed: str) -> str:
-    """What a stream still has to send once the answer is known: all of it when nothing was streamed;
-    nothing when the streamed tokens were the answer; else the final answer, said as such (the streamed
-    draft had no usable answer, or the answer was shaped, e.g. to "yes")."""
+def rest_of_content(data: dict[str, Any], streamed: str, notes: list[str], *, plain: bool) -> str:
+    """What a stream still has to send once the answer is known, as ``selfrag ask`` prints it after a
+    streamed answer: all of the reply when nothing was streamed; else the final answer when it is not
+    what was streamed (the streamed draft had no usable answer, or the answer was shaped, e.g. to
+    "yes"), then ``notes`` (:func:`~selfrag.reflection.answer_text.answer_lines` with the answer
+    shown), each on a line of its own."""
     if not streamed:
-        return content(data)
-    if " ".join(streamed.split()) == " ".join(str(data["answer"]).split()):
-        return ""
-    return f"\n\n(final answer: {data['answer']})"
+        return content(data, plain=plain)
+    lines = [] if " ".join(streamed.split()) == " ".join(str(data["answer"]).split()) else [
+        f"(final answer: {data['answer']})"]
+    if not plain:
+        lines += notes
+    return "".join("\n" + line for line in lines)
 
 
-def completion(data: dict[str, Any], *, cid: str, created: int, model: str) -> dict[str, Any]:
+def completion(data: dict[str, Any], *, cid: str, created: int, model: str, plain: bool) -> dict[str, Any]:
     """A ``chat.completion`` object for one answer (``data``: the /v1/ask object)."""
     return {
         "id": cid,
@@ -106,7 +127,7 @@ def completion(data: dict[str, Any], *, cid: str, created: int, model: str) -> d
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": content(data), "citations": citations(data)},
+                "message": {"role": "assistant", "content": content(data, plain=plain), "citations": citations(data)},
                 "finish_reason": "stop",
                 "logprobs": None,
             }

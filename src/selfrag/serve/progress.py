@@ -27,14 +27,13 @@ class Progress:
     tokens: int = 0
     started: float = field(default_factory=time.perf_counter)
 
+    def elapsed_ms(self) -> float:
+        return round((time.perf_counter() - self.started) * 1000, 1)
+
     def call_done(self, gen: Generation) -> None:
         self.calls += 1
         self.tokens += gen.total_tokens
-        self.report({
-            "calls": self.calls,
-            "tokens": self.tokens,
-            "elapsed_ms": round((time.perf_counter() - self.started) * 1000, 1),
-        })
+        self.report({"calls": self.calls, "tokens": self.tokens, "elapsed_ms": self.elapsed_ms()})
 
 
 listener: contextvars.ContextVar[Progress | None] = contextvars.ContextVar("selfrag_serve_progress", default=None)

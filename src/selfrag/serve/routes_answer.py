@@ -1,4 +1,4 @@
-"""Answering routes: ``/v1/chat/completions`` (OpenAI), ``/v1/ask``, ``/v1/methods``, ``/health``."""
+"""Answering routes: ``/v1/chat/completions`` (OpenAI), ``/v1/ask``, ``/v1/methods``, ``/v1/server``, ``/health``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..llm import streaming
+from ..methods.core import trace
+from ..methods.core.stages import StageNames
 from ..methods.factory import available_methods
+from ..reflection.answer_text import answer_lines
 from ..version import __version__
 from . import openai_format as oai
 from .answering import Answerer
@@ -54,6 +57,13 @@ async def health(request: Request) -> Response:
             "timeout_s": st.settings.limits.timeout_s,
         },
     })
+
+
+async def server(request: Request) -> Response:
+    """What the server answers with (the page shows it): behind the key, unlike /health."""
+    answerer = server_state(request).answerer
+    empty = {"method": None, "model": None, "documents": None}
+    return JSONResponse({"answering": answerer is not None, **(answerer.served() if answerer else empty)})
 
 
 async def methods(request: Request) -> Response:
@@ -111,7 +121,7 @@ def _start(st: ServerState, model: Any) -> tuple[Answerer, str]:
 async def ask(request: Request) -> Response:
     st = server_state(request)
     need_answerer(st)
-    body = await read_json(request, st.settings.limits.max_body_bytes)
+    body = await read_json(request, st.settings.limits)
     question = check_question(body.get("question"), st.settings.limits.max_question_chars)
     answerer, name = _start(st, body.get("method"))
     if not flag(body, "stream"):
@@ -123,14 +133,30 @@ async def ask(request: Request) -> Response:
 
 async def _run_with_progress(answerer: Answerer, question: Any, name: str,
                              history: tuple = ()) -> AsyncIterator[tuple[str, Any]]:
-    """("progress", {...}) after each model call, ("token", text) as the answer is written (methods whose
-    answer is one model call known in advance), pings while waiting, then ("result" | "error", ...)."""
+    """("stage", {...}) as each step starts (the stages `selfrag ask` shows), ("progress", {...}) after
+    each model call, ("token", text) as the answer is written (methods whose answer is one model call
+    known in advance), pings while waiting, then ("result" | "error", ...)."""
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     loop = asyncio.get_running_loop()
+    progress = Progress(report=queue.put_nowait)
+    stages = StageNames()
+    shown: list[str] = []
+
+    def on_step(event: str, action: str, payload: Any) -> None:
+        if event != "start":
+            return
+        label = stages.label(action)
+        if not shown or shown[-1] != label:
+            shown.append(label)
+            queue.put_nowait({"stage": label, "elapsed_ms": progress.elapsed_ms()})
 
     async def answer() -> Any:
-        with streaming.listening(lambda piece: queue.put_nowait({"token": piece}), loop):
-            return await answerer.answer(question, name, Progress(report=queue.put_nowait), history)
+        token = trace.step_listener.set(on_step)  # copied into the tasks the answer runs in
+        try:
+            with streaming.listening(lambda piece: queue.put_nowait({"token": piece}), loop):
+                return await answerer.answer(question, name, progress, history)
+        finally:
+            trace.step_listener.reset(token)
 
     task = asyncio.ensure_future(answer())
     getter: asyncio.Future | None = None
@@ -161,7 +187,9 @@ async def _run_with_progress(answerer: Answerer, question: Any, name: str,
 
 
 def _kind(item: dict[str, Any]) -> tuple[str, Any]:
-    return ("token", item["token"]) if "token" in item else ("progress", item)
+    if "token" in item:
+        return "token", item["token"]
+    return ("stage", item) if "stage" in item else ("progress", item)
 
 
 async def _ask_events(answerer: Answerer, question: str, name: str) -> AsyncIterator[bytes]:
@@ -171,8 +199,8 @@ async def _ask_events(answerer: Answerer, question: str, name: str) -> AsyncIter
             yield PING
         elif kind == "token":
             yield event({"text": value}, "token")
-        elif kind == "progress":
-            yield event(value, "progress")
+        elif kind in ("progress", "stage"):
+            yield event(value, kind)
         elif kind == "error":
             yield event(value, "error")
         else:
@@ -182,20 +210,22 @@ async def _ask_events(answerer: Answerer, question: str, name: str) -> AsyncIter
 async def chat_completions(request: Request) -> Response:
     st = server_state(request)
     need_answerer(st)
-    body = await read_json(request, st.settings.limits.max_body_bytes)
+    body = await read_json(request, st.settings.limits)
     chat = oai.parse_chat(body, st.settings.limits.max_question_chars)
     answerer, name = _start(st, chat.model)
+    plain = st.settings.plain_replies if chat.plain is None else chat.plain
     cid, created = oai.new_id()
     if not chat.stream:
         data = await _answer_now(request, st, answerer, chat.question, name, chat.history)
         if data is None:
             return Response(status_code=499)  # nobody is there to read it
-        return JSONResponse(oai.completion(data, cid=cid, created=created, model=name))
+        return JSONResponse(oai.completion(data, cid=cid, created=created, model=name, plain=plain))
     st.gate.enter()
-    return SlotStream(_chat_chunks(answerer, chat, name, cid, created), st.gate.leave)
+    return SlotStream(_chat_chunks(answerer, chat, name, cid, created, plain), st.gate.leave)
 
 
-async def _chat_chunks(answerer: Answerer, chat: oai.ChatRequest, name: str, cid: str, created: int) -> AsyncIterator[bytes]:
+async def _chat_chunks(answerer: Answerer, chat: oai.ChatRequest, name: str, cid: str, created: int,
+                       plain: bool) -> AsyncIterator[bytes]:
     ids = {"cid": cid, "created": created, "model": name}
     yield event(oai.chunk(**ids, delta={"role": "assistant", "content": ""}))
     streamed = ""
@@ -210,7 +240,8 @@ async def _chat_chunks(answerer: Answerer, chat: oai.ChatRequest, name: str, cid
             return
         elif kind == "result":
             data = answer_payload(value)
-            for piece in pieces(oai.rest_of_content(data, streamed)):
+            notes = answer_lines(value, answer_shown=True)
+            for piece in pieces(oai.rest_of_content(data, streamed, notes, plain=plain)):
                 yield event(oai.chunk(**ids, delta={"content": piece}))
             yield event(oai.chunk(**ids, delta={}, finish="stop", citations=oai.citations(data), selfrag=data))
             if chat.include_usage:
@@ -221,6 +252,7 @@ async def _chat_chunks(answerer: Answerer, chat: oai.ChatRequest, name: str, cid
 ROUTES = [
     Route("/health", health, methods=["GET"]),
     Route("/v1/methods", methods, methods=["GET"]),
+    Route("/v1/server", server, methods=["GET"]),
     Route("/v1/models", methods, methods=["GET"]),
     Route("/v1/ask", ask, methods=["POST"]),
     Route("/v1/chat/completions", chat_completions, methods=["POST"]),

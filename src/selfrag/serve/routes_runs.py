@@ -20,10 +20,10 @@ from .state import server_state
 
 
 def _root(request: Request) -> RunsRoot:
-    runs_dir = server_state(request).settings.runs_dir
-    if runs_dir is None:
+    runs = server_state(request).runs
+    if runs is None:
         raise ApiError(404, "this server shows no runs; start it with --runs DIR", code="runs_off")
-    return RunsRoot(runs_dir)
+    return runs
 
 
 async def _reply(call: Callable[..., Any], *args: Any) -> Response:

@@ -18,13 +18,13 @@ from ..progress import progress_for
 from .index import add_docs_options, load_docs
 
 NAME = "ask"
-HELP = "answer one question over a folder or JSONL file of documents"
+HELP = "answer one question over a folder or a file of documents"
 ORDER = 10
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("question", help="the question to answer")
-    add_docs_options(parser, help="a folder of .txt/.md files or a JSONL file of {id?, title?, text}")
+    add_docs_options(parser)
     add_answer_options(parser, NAME)
 
 

@@ -26,8 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ..options import add_answer_options
     from .index import add_docs_options
 
-    add_docs_options(parser, help="a folder or a file of documents: .txt, .md, .html, .jsonl (.pdf, .docx "
-                                  "with selfrag[docs])")
+    add_docs_options(parser)
     add_answer_options(parser, NAME)
 
 
@@ -35,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from ...assemble import build_backend, build_method, build_retriever
     from ...errors import DataError
     from ..options import config_from_args
-    from ..progress import progress_for
+    from ..progress import LINE, progress_for
     from .index import load_docs
 
     cfg = config_from_args(args, cache_default=False)
@@ -47,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
         raise DataError(f"method {method.name} retrieves passages: give --docs PATH or --index DIR")
     interactive = sys.stdin.isatty()
     if interactive:
+        LINE.clear()  # the "starting…" line
         print(f"selfrag chat · {method.name} · {llm.model} · type exit to leave", file=sys.stderr)
     return asyncio.run(_converse(args, method, llm, interactive, progress_for))
 
@@ -84,7 +84,7 @@ async def _converse(args: argparse.Namespace, method, llm, interactive: bool, pr
                         progress.stage("reading the question with the earlier turns")
                     rewrite = await standalone_question(llm, turns, question)
                     if rewrite.changed:
-                        print(f"(asked as: {rewrite.standalone})", flush=True)
+                        progress.say(f"(asked as: {rewrite.standalone})")
                     response = with_rewrite(await method.answer(rewrite.standalone), rewrite)
             except SelfragError as exc:  # one bad question does not end the conversation
                 print(f"selfrag: error: {redact_secrets(str(exc))}", file=sys.stderr)

@@ -10,7 +10,7 @@ import argparse
 import json
 
 NAME = "compare"
-HELP = ("compare runs: one row per run (method, retriever, model, n, EM, F1, cost, calls, latency), "
+HELP = ("compare runs: one row per run (method, retriever, model, n, EM, F1, cost, calls, cached calls, latency), "
         "then evidence and abstention (answerable vs unanswerable)")
 ORDER = 56
 

@@ -80,12 +80,28 @@ def load_docs(args: argparse.Namespace, cfg=None):
     )
 
 
+def docs_help() -> str:
+    """``--docs``'s help: every format selfrag reads, from the ingest formats table (never a list kept here)."""
+    from ...ingest.formats import FORMATS, JSONL_SUFFIXES
+
+    def named(name: str, suffixes: tuple[str, ...]) -> str:
+        return f"{name} ({', '.join(suffixes)})"
+
+    plain = [named(f.name, f.suffixes) for f in FORMATS if f.extra is None]
+    plain.append(named("JSONL", JSONL_SUFFIXES) + ": one {id?, title?, text} per line")
+    extras: dict[str, list[str]] = {}
+    for f in FORMATS:
+        if f.extra:
+            extras.setdefault(f.extra, []).append(named(f.name, f.suffixes))
+    with_extras = "; ".join(f"{' and '.join(names)} with pip install 'selfrag[{extra}]'"
+                            for extra, names in extras.items())
+    return ("a folder (read recursively) or one file of documents: " + ", ".join(plain)
+            + (f"; {with_extras}" if with_extras else ""))
+
+
 def add_docs_options(parser: argparse.ArgumentParser, *, required: bool = False, help: str | None = None) -> None:
-    """``--docs PATH`` and what a documents folder may include (shared with ask)."""
-    parser.add_argument(
-        "--docs", required=required, metavar="PATH",
-        help=help or "a folder or a file of documents: .txt, .md, .html, .jsonl (.pdf, .docx with selfrag[docs])",
-    )
+    """``--docs PATH`` and what a documents folder may include (shared with ask, chat and serve)."""
+    parser.add_argument("--docs", required=required, metavar="PATH", help=help or docs_help())
     parser.add_argument(
         "--chunk-size", type=int, metavar="N",
         help="cut documents into passages of about N tokens (default 200; sets data.chunk_size)",
@@ -177,7 +193,14 @@ def _build(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     source = Path(args.docs).expanduser().resolve()
     extra = {"source": str(source), "chunking": chunks.as_dict(), "sources": sources_manifest(found.files)}
-    out = save_index(retriever, args.out, extra=extra, source=source)
+    try:
+        out = save_index(retriever, args.out, extra=extra, source=source)
+    except OSError as exc:  # a full disk: the build is dropped, the old index stays as it was
+        from ...errors import DataError
+        from ...eval.disk import why_not_written
+
+        raise DataError(f"cannot write the index {args.out}: {why_not_written(Path(args.out), exc)} "
+                        "(an index already there is unchanged)") from None
     manifest = read_manifest(out)
     reread = {"files": len(found.files), "read": found.parsed, "unchanged": len(found.files) - found.parsed}
     if args.json:

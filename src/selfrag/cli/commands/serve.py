@@ -10,7 +10,7 @@ from pathlib import Path
 from ... import defaults
 from ...errors import DataError, require
 from ...extras import check_config
-from ..options import add_answer_options, config_from_args
+from ..options import add_answer_options, config_from_args, port_number
 from .index import add_docs_options, load_docs
 
 NAME = "serve"
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_answer_options(parser, NAME)
     parser.add_argument("--runs", metavar="DIR", help="also show the run directories under DIR (written by `selfrag run`)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    parser.add_argument("--port", type=port_number, default=8000, help="port (default 8000; 0 picks a free one)")
     parser.add_argument(
         "--api-key", metavar="KEY",
         help=f"require 'Authorization: Bearer KEY' on every API call (default: ${API_KEY_ENV}); "
@@ -50,7 +50,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"longest question accepted (default {limits.max_question_chars})")
     parser.add_argument("--max-body-bytes", type=int, default=limits.max_body_bytes, metavar="N",
                         help=f"largest request body accepted (default {limits.max_body_bytes})")
+    parser.add_argument("--header-timeout", type=float, default=limits.header_timeout_s, metavar="SECONDS",
+                        help="a connection's request headers must be complete this long after it opens; then it "
+                        f"is closed (default {limits.header_timeout_s:g})")
+    parser.add_argument("--max-pending-connections", type=int, default=limits.max_pending_connections, metavar="N",
+                        help="connections whose request (headers or body) is still arriving, at once; one more "
+                        "closes the oldest "
+                        f"(default {limits.max_pending_connections})")
+    parser.add_argument("--body-timeout", type=float, default=limits.body_timeout_s, metavar="SECONDS",
+                        help=f"longest time a request's body may take to arrive (default {limits.body_timeout_s:g})")
+    parser.add_argument("--send-timeout", type=float, default=limits.send_timeout_s, metavar="SECONDS",
+                        help="a client that reads nothing of its reply for this long, while the reply waits, is "
+                        f"disconnected (default {limits.send_timeout_s:g})")
+    parser.add_argument("--max-run-file-mb", type=int, default=limits.max_run_file_bytes // 2**20, metavar="N",
+                        help="largest run file (predictions.jsonl, ledger.jsonl) the runs view opens "
+                        f"(default {limits.max_run_file_bytes // 2**20})")
+    parser.add_argument("--plain-replies", action="store_true",
+                        help="OpenAI-compatible replies carry the bare answer, without the [n] markers and the notes "
+                        "`ask` prints (a request's \"selfrag\": {\"plain\": false} still gets them)")
     parser.add_argument("--no-access-log", action="store_true", help="do not log each request on stderr")
+
+
+def _megabytes(value: int) -> int:
+    if value < 1:
+        raise DataError(f"--max-run-file-mb must be a whole number >= 1, got {value}")
+    return value * 2**20
 
 
 def _answers(args: argparse.Namespace) -> bool:
@@ -70,22 +94,17 @@ def _build_answerer(args: argparse.Namespace, timeout_s: float):
     warm_up = getattr(llm, "warm_up", None)
     if callable(warm_up):
         warm_up()  # load the model now, not on the first question
-    if args.trace:
-        return _tracing(Answerer)(cfg, llm, retriever, timeout_s=timeout_s)
-    return Answerer(cfg, llm, retriever, timeout_s=timeout_s)
+    on_answer = _trace_line if args.trace else None
+    source = args.index or args.docs  # the page names the documents by their folder's (or file's) name
+    name = Path(source).expanduser().resolve().name if source else None
+    return Answerer(cfg, llm, retriever, timeout_s=timeout_s, on_answer=on_answer, documents_name=name)
 
 
-def _tracing(base: type) -> type:
-    """An Answerer that logs one line per answer on stderr: what the method did (serve --trace)."""
+def _trace_line(method_name: str, response) -> None:
+    """serve --trace: one line per answer on stderr, what the method did."""
     from ..explain import explain
 
-    class TracingAnswerer(base):
-        async def answer(self, question, method_name, progress=None):
-            response = await super().answer(question, method_name, progress)
-            print(f"selfrag: {method_name}: {explain(response)}", file=sys.stderr, flush=True)
-            return response
-
-    return TracingAnswerer
+    print(f"selfrag: {method_name}: {explain(response)}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ...serve.app import create_app
+    from ...serve.connections import raise_file_limit, server_config
     from ...serve.settings import API_KEY_ENV, Limits, ServeSettings, check_bind
     from ...serve.sockets import listen
 
@@ -101,7 +121,10 @@ def run(args: argparse.Namespace) -> int:
     check_bind(args.host, api_key)
     limits = Limits(
         max_body_bytes=args.max_body_bytes, max_question_chars=args.max_question_chars,
-        timeout_s=args.timeout, max_concurrent=args.max_concurrent,
+        timeout_s=args.timeout, max_concurrent=args.max_concurrent, header_timeout_s=args.header_timeout,
+        max_pending_connections=args.max_pending_connections, body_timeout_s=args.body_timeout,
+        send_timeout_s=args.send_timeout,
+        max_run_file_bytes=_megabytes(args.max_run_file_mb),
     )
     runs_dir = None
     if args.runs:
@@ -113,7 +136,9 @@ def run(args: argparse.Namespace) -> int:
     if _answers(args) and not (args.docs or args.index):
         raise DataError("give --docs PATH or --index DIR: the documents the server answers from")
     answerer = _build_answerer(args, limits.timeout_s) if _answers(args) else None
-    settings = ServeSettings(host=args.host, port=args.port, api_key=api_key, limits=limits, runs_dir=runs_dir)
+    settings = ServeSettings(host=args.host, port=args.port, api_key=api_key, limits=limits, runs_dir=runs_dir,
+                             plain_replies=args.plain_replies)
+    raise_file_limit()  # room for many connections before a flood of unfinished ones can run out of files
     sock = listen(args.host, args.port)
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
@@ -123,9 +148,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"selfrag: serving on http://{shown}:{port} ({'; '.join(what)}); Ctrl-C stops", file=sys.stderr)
     verbose = bool(getattr(args, "verbose", False))
     # uvicorn's own access log would print query strings: selfrag's (serve/access_log.py) never does.
-    config = uvicorn.Config(
-        create_app(settings, answerer, access_log=not args.no_access_log), log_level="info" if verbose else "warning",
-        access_log=False, timeout_graceful_shutdown=5,
+    config = server_config(
+        create_app(settings, answerer, access_log=not args.no_access_log), limits,
+        log_level="info" if verbose else "warning", access_log=False, timeout_graceful_shutdown=5,
     )
     uvicorn.Server(config).run(sockets=[sock])
     return 0

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from ...llm import streaming
 from ...llm.base import Message, chat
 from ...prompts import load_prompt, render
-from ...reflection.tokens import neutralize
+from ...reflection.tokens import defang_tag, neutralize
 from ...types import Document, Question
 from .answer_format import answer_system
 from .trace import Run, StepRecord
@@ -23,7 +23,8 @@ OPEN, CLOSE = "<document", "</document>"
 
 
 def _neutralise(text: str) -> str:
-    return neutralize(text.replace(CLOSE, "</ document>").replace(OPEN, "< document"))
+    """Passage text with document tags of any case or spacing (``</DOCUMENT >``) and markers defanged."""
+    return neutralize(defang_tag(text, "document"))
 
 
 def format_passage(doc: Document, index: int | None = None, text: str | None = None) -> str:

@@ -33,6 +33,10 @@ from ...errors import BackendError
 from ...llm.base import Message, chat
 from ...normalize import normalize_answer
 from ...prompts import load_prompt, render
+
+# The wording of a confidence lives with the other notes of an answer; importable from here as before.
+from ...reflection.answer_text import LOW, LOW_CONFIDENCE_NOTE
+from ...reflection.answer_text import confidence_words as confidence_words
 from ...reflection.confidence import ConfidenceModel, Signals
 from ...reflection.confidence import agreement as agreement_of
 from ...retrieval.links import evidence_prior
@@ -43,21 +47,11 @@ from ..core.text import clean_answer
 from ..core.trace import Run, StepRecord, shorten
 from ..steps.choice_reading import TOP_LOGPROBS, first_top, label_probs, normalised
 
-# What a low confidence means, in the words ask prints.
-LOW = 0.5
-LOW_CONFIDENCE_NOTE = "low confidence: the passages may not support this answer"
 # Drafts sampled for the agreement signal, and how freely.
 DRAFTS = 10
 DRAFT_TEMPERATURE = 0.7
 # A draft may run this many tokens past the answer's length (a longer one disagrees anyway).
 DRAFT_SLACK_TOKENS = 16
-
-
-def confidence_words(value: float) -> str:
-    """How sure an answer is, in the words every surface shows: a low value says so plainly."""
-    if value < LOW:
-        return f"{LOW_CONFIDENCE_NOTE}; confidence {value:.2f}"
-    return f"confidence {value:.2f}"
 
 
 class ConfidenceReading(StrEnum):

@@ -10,6 +10,35 @@
     $("ask").disabled = state === "working";
   }
 
+  // While a method works: the stage it is in (the stages `selfrag ask` shows) and a clock that moves
+  // between the server's events, then the calls and tokens so far.
+  const work = { stage: "starting", calls: 0, tokens: 0, started: 0, timer: null };
+
+  function seconds() { return ((performance.now() - work.started) / 1000).toFixed(1); }
+
+  function showWork() {
+    const cost = work.calls ? ` · ${work.calls} model call${work.calls === 1 ? "" : "s"}, ${work.tokens} tokens` : "";
+    $("status").textContent = `${work.stage}… (${seconds()} s)${cost}`;
+  }
+
+  // Screen readers hear each stage once, not every tick of the clock.
+  function say(text) { $("stage-said").textContent = text; }
+
+  function startWork() {
+    Object.assign(work, { stage: "starting", calls: 0, tokens: 0, started: performance.now() });
+    say(work.stage);
+    clearInterval(work.timer);
+    work.timer = setInterval(showWork, 100);
+    showWork();
+  }
+
+  function stopWork(text) {
+    clearInterval(work.timer);
+    work.timer = null;
+    $("status").textContent = text;
+    say(text);
+  }
+
   function showAnswer(data) {
     $("answer").textContent = data.answer_with_citations || data.answer;
     const cites = window.SR.clear($("citations"));
@@ -34,19 +63,24 @@
     window.SR.clear($("citations"));
     $("meta").textContent = "";
     window.SR.clear($("trace"));
-    $("status").textContent = "thinking…";
+    startWork();
     let finished = false;
     try {
       await window.SR.postEvents("/v1/ask", { question, method: $("method").value, stream: true }, (name, data) => {
         if (name === "token") {
           // The answer as the model writes it; the result replaces it with the final answer.
           $("answer").textContent += data.text;
+        } else if (name === "stage") {
+          work.stage = data.stage;
+          say(work.stage);
+          showWork();
         } else if (name === "progress") {
-          $("status").textContent = `thinking… ${data.calls} model call${data.calls === 1 ? "" : "s"}, ${data.tokens} tokens, ${fmt.ms(data.elapsed_ms)}`;
+          Object.assign(work, { calls: data.calls, tokens: data.tokens });
+          showWork();
         } else if (name === "result") {
           finished = true;
           showAnswer(data);
-          $("status").textContent = "done";
+          stopWork(`done in ${seconds()} s`);
           setState("done");
         } else if (name === "error") {
           throw new Error(data.error ? data.error.message : "the server reported an error");
@@ -54,10 +88,18 @@
       });
       if (!finished) throw new Error("the answer stream ended early");
     } catch (err) {
-      $("status").textContent = "";
+      stopWork("");
       $("answer").textContent = "Error: " + err.message;
       setState("error");
     }
+  }
+
+  // Which model and documents this server answers from (the model's address with credentials hidden).
+  async function showServing() {
+    const info = await window.SR.getJSON("/v1/server");
+    const docs = info.documents;
+    const over = docs ? ` over ${docs.name || "its documents"} (${docs.passages} passage${docs.passages === 1 ? "" : "s"}, ${docs.retriever})` : "";
+    $("serving").textContent = `${info.method} on ${info.model}${over}`;
   }
 
   async function main() {
@@ -68,6 +110,7 @@
       return;
     }
     const select = $("method");
+    showServing().catch(() => { /* the page works without it */ });
     try {
       const methods = await window.SR.getJSON("/v1/methods");
       for (const m of methods.data) {
