@@ -171,20 +171,24 @@ def neutralize(text: str) -> str:
 def defang_tag(text: str, name: str) -> str:
     """``text`` with every ``<name ...>`` / ``</name>`` tag, in any case and spacing, put in parentheses.
 
-    ``</DOCUMENT >``, ``< /document>``, ``<Document index="9">`` and a ``<document``
-    without its ``>`` all become ``(/DOCUMENT )``, ``( /document)``, ... so text in a
+    ``</DOCUMENT >``, ``< /document>``, ``<Document index="9">``, a ``<document``
+    without its ``>`` and full-width ``\uff1c/document\uff1e`` all become ``(/DOCUMENT )``,
+    ``( /document)``, ... so text in a
     block can neither end it early nor open another; the parenthesised form is no tag
     (applying this twice changes nothing). Other text is unchanged.
     """
     pattern = _TAG_PATTERNS.get(name)
     if pattern is None:
         pattern = _TAG_PATTERNS[name] = re.compile(
-            rf"<(?P<tag>\s*/?\s*{re.escape(name)}\b)(?P<rest>[^<>]{{0,200}}>)?", re.IGNORECASE
+            rf"{_LT}(?P<tag>\s*[/\uff0f]?\s*{re.escape(name)}\b)(?P<rest>[^<>\uff1c\uff1e]{{0,200}}{_GT})?",
+            re.IGNORECASE,
         )
-    return pattern.sub(_parenthesised, text) if "<" in text else text
+    return pattern.sub(_parenthesised, text)
 
 
 _TAG_PATTERNS: dict[str, re.Pattern[str]] = {}
+# "<" and ">" and their full-width and small forms, which a model reads alike.
+_LT, _GT = "[<\uff1c\ufe64]", "[>\uff1e\ufe65]"
 
 
 def _parenthesised(match: re.Match[str]) -> str:
