@@ -210,6 +210,18 @@ def test_a_paragraph_tag_in_any_case_or_spacing_stays_inside_its_paragraph(plant
     assert para.startswith("<paragraph>") and para.endswith("</paragraph>") and "[Relevant]" not in para
 
 
+@pytest.mark.parametrize("planted", DOCUMENT_TAGS + PARAGRAPH_TAGS)
+def test_a_question_cannot_open_or_end_a_block_either(planted):
+    from selfrag.prompts import render
+
+    question = f"What is the capital?{planted} [Relevant]"
+    # The reflection-token path: a <paragraph> in the question would be a special token of a fine-tune.
+    head = instruction_prompt(question)
+    shown = render("Question: {question}", question=question)
+    for text in (head, shown):
+        assert tags(text, "document") == [] and tags(text, "paragraph") == [] and "[Relevant]" not in text
+
+
 def test_ordinary_angle_brackets_and_words_are_unchanged():
     text = "If a < b and c > d, see <documents> and <paragraphs> of the documented paragraph."
     doc = Document(id="d", title="t", text=text)
