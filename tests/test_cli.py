@@ -80,7 +80,7 @@ def test_ask_with_set_override_and_cache(tmp_path, docs_dir, capsys, monkeypatch
 def test_methods_lists_registered_methods(capsys):
     code, out, _ = run_cli(capsys, "methods")
     assert code == 0
-    names = [line.split()[0] for line in out.splitlines()]
+    names = [line.split()[0] for line in out.split("\n\n")[0].splitlines()]
     assert "vanilla_rag" in names and "no_retrieval" in names
     code, out, _ = run_cli(capsys, "methods", "--json")
     rows = json.loads(out)

@@ -77,6 +77,6 @@ def test_serve_and_the_page_say_whether_the_notes_were_read(notes, embedded_llm)
         page = c.post("/v1/ask", json={"question": "what is 7 plus 6?"}).json()
     assert read["selfrag"]["used_documents"] is True
     assert "cold_brew" in [d["id"] for d in read["selfrag"]["read"]]
-    assert not read["choices"][0]["message"]["content"].startswith("(Answered without")
+    assert not read["choices"][0]["message"]["content"].startswith("(answered without")
     assert page["used_documents"] is False
     assert page["view"]["without_documents"] == "none of the documents shares a word with the question"

@@ -168,7 +168,7 @@ def test_neutralize_is_idempotent():
 
     pieces = ["[", "]", "(", ")", "IsSup", "is_rel", "Is Use", "no support", " ", "\n", "###", " Response:",
               "Instruction:", "[Relevant]", "Utility:5", "fully supported", "x", ":", "_", "[no support",
-              "/ contradictory]", "#"]
+              "/ contradictory]", "#", "<", ">", "/", "document", "PARAGRAPH", "\uff1c"]
     rng = random.Random(66)
     for _ in range(20000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))

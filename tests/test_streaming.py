@@ -77,7 +77,8 @@ def test_serve_streams_tokens_before_the_answer_is_done():
                     arrivals.append((time.perf_counter() - start, json.loads(line[6:])))
     content = [(t, c["choices"][0]["delta"].get("content")) for t, c in arrivals if c["choices"]]
     pieces = [(t, text) for t, text in content if text]
-    assert "".join(text for _, text in pieces) == "The capital of France is Paris."
+    # The answer as written, then its citation marker on a line of its own (as `selfrag ask` prints it).
+    assert "".join(text for _, text in pieces) == "The capital of France is Paris.\n[1]"
     first, done = pieces[0][0], arrivals[-1][0]
     # Six words 0.3 s apart: the first arrives more than a second before the answer is complete.
     assert done - first > 1.0 and len(pieces) >= 3
@@ -193,11 +194,11 @@ def test_multi_turn_serve_reads_a_follow_up_with_the_earlier_turns(herschel):
         data = c.post("/v1/chat/completions", json={"model": "vanilla_rag", "messages": messages}).json()
         streamed = c.post("/v1/chat/completions", json={"model": "vanilla_rag", "messages": messages,
                                                          "stream": True})
-    assert data["choices"][0]["message"]["content"] == "25 August 1822"
+    assert data["choices"][0]["message"]["content"] == "25 August 1822 [1]"  # with its citation marker
     assert data["selfrag"]["details"]["followup"]["standalone"] == "When did William Herschel die?"
     assert data["selfrag"]["sources"] == [{"id": "herschel_death", "title": "herschel_death.md"}]
     chunks = [d for _, d in events(streamed.text) if isinstance(d, dict) and d.get("choices")]
-    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == "25 August 1822"
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == "25 August 1822\n[1]"
 
 
 def test_a_rewrite_reply_is_cleaned_and_a_useless_one_ignored():

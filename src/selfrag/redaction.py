@@ -9,7 +9,9 @@ and embedding-model names are built with it, so they never hold a secret.
 (``Bearer <token>``, ``Basic <base64 of user:password>``); log lines, error
 messages and files written to disk (``config.yaml``, ``summary.json``) go
 through it. :func:`redact_values` also hides given secrets (a client's own
-key and password, and their base64 forms) wherever they appear. :func:`redact`
+key and password, and their base64 forms) wherever they appear;
+:func:`hide_values` hides only those (an API reply: what a model wrote stays
+as written otherwise). :func:`redact`
 applies :func:`redact_secrets` to a nested mapping and also hides the values
 of secret-looking keys.
 """
@@ -66,21 +68,28 @@ def redact_secrets(text: str) -> str:
 
 
 def secret_forms(secrets: Iterable[str | None], basic: tuple[str, str] | None = None) -> list[str]:
-    """The strings that give ``secrets`` away: each one, and for ``basic`` its password and base64 form."""
+    """The strings that give ``secrets`` away: each one, and for ``basic`` its password (the user,
+    when it is a token alone: ``http://TOKEN@host``) and base64 form."""
     forms = [s for s in secrets if s]
     if basic is not None:
         user, password = basic
-        forms += [password, base64.b64encode(f"{user}:{password}".encode()).decode()]
+        forms += [password or user, base64.b64encode(f"{user}:{password}".encode()).decode()]
     # Longest first, so a secret that contains another is hidden whole; short ones would hide ordinary words.
     return sorted({f for f in forms if len(f) >= 4}, key=len, reverse=True)
 
 
-def redact_values(text: str, forms: Iterable[str]) -> str:
-    """``text`` through :func:`redact_secrets`, with every string of ``forms`` also replaced by ``***``."""
+def hide_values(text: str, forms: Iterable[str]) -> str:
+    """``text`` with every string of ``forms`` (see :func:`secret_forms`) replaced by ``***``; nothing else
+    changes, so a model's answer that merely mentions ``Bearer`` tokens or ``sk-`` keys reads as written."""
     for form in forms:
         if form in text:
             text = text.replace(form, REDACTED)
-    return redact_secrets(text)
+    return text
+
+
+def redact_values(text: str, forms: Iterable[str]) -> str:
+    """``text`` through :func:`redact_secrets`, with every string of ``forms`` also replaced by ``***``."""
+    return redact_secrets(hide_values(text, forms))
 
 
 def _is_secret_key(key: Any) -> bool:

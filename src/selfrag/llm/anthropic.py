@@ -18,6 +18,7 @@ from ..types import Generation
 from .base import HTTP_SETTINGS, BackendKind, LLMRequest
 from .credentials import PROVIDERS
 from .remote import HTTPBackend
+from .replies import mapping, text, token_count
 
 DEFAULT_BASE_URL = PROVIDERS["anthropic"].default_url
 API_VERSION = "2023-06-01"
@@ -57,14 +58,16 @@ class AnthropicBackend(HTTPBackend):
         blocks = data.get("content")
         if not isinstance(blocks, list):
             raise BackendError(f"{self.spec}: response has no content: {str(data)[:200]}", is_retryable=True)
-        text = "".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-        usage = data.get("usage") or {}
+        parts = [mapping(b, self.spec, f"content[{i}]") for i, b in enumerate(blocks)]
+        reply = "".join(text(b.get("text"), self.spec, f"content[{i}].text") for i, b in enumerate(parts)
+                        if b.get("type") == "text")
+        usage = data.get("usage")
         return Generation(
-            text=text,
-            prompt_tokens=int(usage.get("input_tokens") or 0),
-            completion_tokens=int(usage.get("output_tokens") or 0),
-            finish_reason=str(data.get("stop_reason") or ""),
-            model=str(data.get("model") or self.model),
+            text=reply,
+            prompt_tokens=token_count(usage, "input_tokens", self.spec),
+            completion_tokens=token_count(usage, "output_tokens", self.spec),
+            finish_reason=text(data.get("stop_reason"), self.spec, "stop_reason"),
+            model=text(data.get("model"), self.spec, "model") or self.model,
         )
 
 

@@ -18,6 +18,7 @@ from .base import HTTP_SETTINGS, BackendKind, LLMRequest
 from .credentials import PROVIDERS, Credentials
 from .pricing import Pricing, lookup_pricing
 from .remote import HTTPBackend
+from .replies import mapping, parsed, text, token_count
 
 DEFAULT_BASE_URL = PROVIDERS["openai"].default_url
 _COMPLETION_TOKENS_MODELS = ("o1", "o3", "o4", "gpt-5")
@@ -57,18 +58,23 @@ class OpenAIBackend(HTTPBackend):
             payload["response_format"] = {"type": "json_object"}
         data = await self._http.post_json("/chat/completions", payload)
         choice = _first_choice(data, self.spec)
-        message = choice.get("message") or {}
-        text = message.get("content") or ""
+        message = mapping(choice.get("message"), self.spec, "choices[0].message")
         logprobs = None
         if request.top_logprobs:
-            logprobs = _chat_logprobs(choice.get("logprobs"))
-        usage = data.get("usage") or {}
+            logprobs = parsed(_chat_logprobs, choice.get("logprobs"), self.spec, "choices[0].logprobs")
+        return self._generation(data, choice, text(message.get("content"), self.spec, "choices[0].message.content"),
+                                logprobs)
+
+    def _generation(
+        self, data: dict[str, Any], choice: dict[str, Any], reply: str, logprobs: tuple[TokenLogprobs, ...] | None,
+    ) -> Generation:
+        usage = data.get("usage")
         return Generation(
-            text=text,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            finish_reason=str(choice.get("finish_reason") or ""),
-            model=str(data.get("model") or self.model),
+            text=reply,
+            prompt_tokens=token_count(usage, "prompt_tokens", self.spec),
+            completion_tokens=token_count(usage, "completion_tokens", self.spec),
+            finish_reason=text(choice.get("finish_reason"), self.spec, "choices[0].finish_reason"),
+            model=text(data.get("model"), self.spec, "model") or self.model,
             logprobs=logprobs,
         )
 
@@ -87,17 +93,8 @@ class OpenAIBackend(HTTPBackend):
         choice = _first_choice(data, self.spec)
         logprobs = None
         if request.top_logprobs:
-            logprobs = _completion_logprobs(choice.get("logprobs"))
-        usage = data.get("usage") or {}
-        return Generation(
-            text=str(choice.get("text") or ""),
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            finish_reason=str(choice.get("finish_reason") or ""),
-            model=str(data.get("model") or self.model),
-            logprobs=logprobs,
-        )
-
+            logprobs = parsed(_completion_logprobs, choice.get("logprobs"), self.spec, "choices[0].logprobs")
+        return self._generation(data, choice, text(choice.get("text"), self.spec, "choices[0].text"), logprobs)
 
 
 def _first_choice(data: dict[str, Any], label: str) -> dict[str, Any]:

@@ -149,7 +149,9 @@ def neutralize(text: str) -> str:
     """Untrusted text (a passage, a question) with selfrag's own markers defanged.
 
     ``[Relevant]`` becomes ``(Relevant)``, ``[IsSup]`` and a bare ``IsSup``
-    become ``(IsSup)``, and a line starting ``### Response:`` loses its hashes,
+    become ``(IsSup)``, a ``<document>`` or ``<paragraph>`` tag in any case or
+    spacing becomes ``(document)`` (:func:`defang_tag`), and a line starting
+    ``### Response:`` loses its hashes,
     so text planted in a passage can neither become a reflection token of a
     fine-tuned model nor be read back as a critique verdict when the model
     quotes it: the parsers take a parenthesised tag for a quote. Ordinary text
@@ -157,6 +159,8 @@ def neutralize(text: str) -> str:
     applying it once), so a question neutralised where it enters a prompt may
     be neutralised again inside an instruction.
     """
+    # Block delimiters of selfrag's prompts: a question or a passage cannot open or end a block.
+    text = defang_tag(defang_tag(text, "document"), "paragraph")
     # One pass can leave a marker for the next ("[no support IsSup]" -> "(no support IsSup)"):
     # repeat until nothing changes. Each pass only removes brackets and hashes or wraps a bare
     # tag once, so a few passes reach the end; the bound keeps hostile text linear.
@@ -171,20 +175,24 @@ def neutralize(text: str) -> str:
 def defang_tag(text: str, name: str) -> str:
     """``text`` with every ``<name ...>`` / ``</name>`` tag, in any case and spacing, put in parentheses.
 
-    ``</DOCUMENT >``, ``< /document>``, ``<Document index="9">`` and a ``<document``
-    without its ``>`` all become ``(/DOCUMENT )``, ``( /document)``, ... so text in a
+    ``</DOCUMENT >``, ``< /document>``, ``<Document index="9">``, a ``<document``
+    without its ``>`` and full-width ``\uff1c/document\uff1e`` all become ``(/DOCUMENT )``,
+    ``( /document)``, ... so text in a
     block can neither end it early nor open another; the parenthesised form is no tag
     (applying this twice changes nothing). Other text is unchanged.
     """
     pattern = _TAG_PATTERNS.get(name)
     if pattern is None:
         pattern = _TAG_PATTERNS[name] = re.compile(
-            rf"<(?P<tag>\s*/?\s*{re.escape(name)}\b)(?P<rest>[^<>]{{0,200}}>)?", re.IGNORECASE
+            rf"{_LT}(?P<tag>\s*[/\uff0f]?\s*{re.escape(name)}\b)(?P<rest>[^<>\uff1c\uff1e]{{0,200}}{_GT})?",
+            re.IGNORECASE,
         )
-    return pattern.sub(_parenthesised, text) if "<" in text else text
+    return pattern.sub(_parenthesised, text)
 
 
 _TAG_PATTERNS: dict[str, re.Pattern[str]] = {}
+# "<" and ">" and their full-width and small forms, which a model reads alike.
+_LT, _GT = "[<\uff1c\ufe64]", "[>\uff1e\ufe65]"
 
 
 def _parenthesised(match: re.Match[str]) -> str:
@@ -205,7 +213,7 @@ def paragraph(doc: Document) -> str:
     early nor plant a reflection token.
     """
     body = f"{doc.title}\n{doc.text}" if doc.title else doc.text
-    return f"{PARAGRAPH_OPEN}{neutralize(defang_tag(body, 'paragraph'))}{PARAGRAPH_CLOSE}"
+    return f"{PARAGRAPH_OPEN}{neutralize(body)}{PARAGRAPH_CLOSE}"
 
 
 def strip_reflection_tokens(text: str) -> str:

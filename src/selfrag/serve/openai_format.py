@@ -117,7 +117,7 @@ def rest_of_content(data: dict[str, Any], streamed: str, notes: list[str], *, pl
     return "".join("\n" + line for line in lines)
 
 
-def completion(data: dict[str, Any], *, cid: str, created: int, model: str, plain: bool) -> dict[str, Any]:
+def completion(data: dict[str, Any], *, cid: str, created: int, model: str, plain: bool = False) -> dict[str, Any]:
     """A ``chat.completion`` object for one answer (``data``: the /v1/ask object)."""
     return {
         "id": cid,

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..methods.critique.confidence import LOW, confidence_words
+from ..reflection.answer_text import LOW, confidence_words
 from ..reflection.judged import VERDICTS, not_judged_names
 
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")

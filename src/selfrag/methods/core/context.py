@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from ...llm import streaming
 from ...llm.base import Message, chat
 from ...prompts import load_prompt, render
-from ...reflection.tokens import defang_tag, neutralize
+from ...reflection.tokens import neutralize
 from ...types import Document, Question
 from .answer_format import answer_system
 from .trace import Run, StepRecord
@@ -24,7 +24,7 @@ OPEN, CLOSE = "<document", "</document>"
 
 def _neutralise(text: str) -> str:
     """Passage text with document tags of any case or spacing (``</DOCUMENT >``) and markers defanged."""
-    return neutralize(defang_tag(text, "document"))
+    return neutralize(text)
 
 
 def format_passage(doc: Document, index: int | None = None, text: str | None = None) -> str:
