@@ -142,7 +142,7 @@ def test_a_word_file_of_60_mb_of_xml_is_skipped_before_it_is_parsed(tmp_path, do
     bounded(run)
     assert run.code == 0, run.err
     line = warning(run)
-    assert "bomb.docx: its XML unpacks to 60.0 MB, over the 20.0 MB limit (data.max_unpacked_mb)" in line
+    assert "bomb.docx: its XML unpacks to 60.0 MB, over the 16.0 MB limit (data.max_unpacked_mb)" in line
 
 
 @needs_docx
@@ -157,10 +157,10 @@ def test_a_word_file_with_many_styles_reads_in_linear_time(tmp_path, docs):
 
 
 @needs_docx
-def test_a_word_file_of_20_mb_of_xml_under_the_cap_is_bounded(tmp_path, docs):
-    """Under the default caps: 20 MB of XML, 64,000 paragraphs in 160,000 runs, cut into 32,000
-    passages of 5.6 MB of text (14 s before, 4 s and 385 MB now)."""
-    headings = write_big_docx(docs / "long.docx", 19.5, sentences=4)
+def test_a_word_file_of_15_mb_of_xml_under_the_cap_is_bounded(tmp_path, docs):
+    """Under the default caps: 15.5 MB of XML, 51,000 paragraphs in 127,500 runs, cut into 25,500
+    passages of 4.5 MB of text (7 s before, 2.3 s and 323 MB now)."""
+    headings = write_big_docx(docs / "long.docx", 15.5, sentences=4)
     run = build(tmp_path, docs, "--json", timeout=120)
     bounded(run, seconds=30)
     assert run.code == 0, run.err

@@ -30,7 +30,7 @@ def test_the_caps_are_config_settings_with_the_documented_defaults():
     data = DataSection()
     assert (data.max_text_mb, data.max_file_mb, data.max_unpacked_mb, data.max_passages) == (
         DEFAULT_MAX_TEXT_MB, DEFAULT_MAX_FILE_MB, DEFAULT_MAX_UNPACKED_MB, DEFAULT_MAX_PASSAGES) == (
-        10, 100, 20, 50_000)
+        10, 100, 16, 50_000)
     assert IngestLimits.of(data) == IngestLimits() == IngestLimits.of(None)
     cfg = validate({"data": {"max_text_mb": 0.5, "max_file_mb": 3, "max_unpacked_mb": 4, "max_passages": 7}})
     assert IngestLimits.of(cfg.data) == IngestLimits(0.5, 3, 4, 7)

@@ -12,7 +12,7 @@ cap and the setting that raises it (docs/documents.md, "Size limits").
   its text is cut into passages.
 - ``max_file_mb`` (``data.max_file_mb``, default 100): the largest PDF or
   Word file read, and the most a Word file's parts may unpack to together.
-- ``max_unpacked_mb`` (``data.max_unpacked_mb``, default 20): the most the
+- ``max_unpacked_mb`` (``data.max_unpacked_mb``, default 16): the most the
   parts of a Word file that python-docx parses (all but its images) may
   unpack to, checked on the zip's directory before anything is decompressed.
 - ``max_passages`` (``data.max_passages``, default 50,000): the most
@@ -35,7 +35,7 @@ from ..errors import ConfigError
 
 DEFAULT_MAX_TEXT_MB = 10
 DEFAULT_MAX_FILE_MB = 100
-DEFAULT_MAX_UNPACKED_MB = 20
+DEFAULT_MAX_UNPACKED_MB = 16
 DEFAULT_MAX_PASSAGES = 50_000
 MB = 1024 * 1024
 _SETTINGS = ("max_text_mb", "max_file_mb", "max_unpacked_mb", "max_passages")
