@@ -79,7 +79,7 @@ def test_a_stale_index_is_refused_with_the_rebuild_command(tmp_path, docs_file, 
     code, _, err = run_cli(capsys, "ask", "q", "--index", idx, "--docs", docs_file, "--llm", script(tmp_path, ["x"]))
     line = one_line_error(err)
     assert code == 2 and "stale" in line
-    assert f"selfrag index build --docs PATH --retriever bm25 --out {idx}" in line
+    assert f"selfrag index build --docs {docs_file.resolve()} --retriever bm25 --out {idx}" in line
 
 
 def test_a_mismatched_retriever_or_model_is_refused(tmp_path, docs_file, capsys):

@@ -109,11 +109,14 @@ def test_a_single_file_that_is_not_utf8_is_one_line(tmp_path):
 # -- Word files ----------------------------------------------------------------------------
 
 
-def write_big_docx(path: Path, xml_mb: float, *, styles: int = 0) -> int:
-    """A .docx whose document.xml is ``xml_mb`` MB of a Heading 1 and a body paragraph repeated (it
-    compresses about 250 to 1), with ``styles`` more paragraph styles defined; the number of headings."""
+def write_big_docx(path: Path, xml_mb: float, *, styles: int = 0, sentences: int = 1) -> int:
+    """A .docx whose document.xml is ``xml_mb`` MB of a Heading 1 and a body paragraph of ``sentences``
+    runs of one sentence, in bold, repeated (it compresses about 250 to 1), with ``styles`` more
+    paragraph styles defined; the number of headings."""
+    body = ('<w:r><w:rPr><w:b/><w:lang w:val="en-GB"/></w:rPr>'
+            '<w:t xml:space="preserve">Body text of a paragraph that says something. </w:t></w:r>') * sentences
     pair = ('<w:p><w:pPr><w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t>Heading words here</w:t></w:r></w:p>'
-            '<w:p><w:r><w:t xml:space="preserve">Body text of a paragraph that says something.</w:t></w:r></w:p>')
+            f"<w:p>{body}</w:p>")
     block = (pair * 100).encode()
     more = "".join(f'<w:style w:type="paragraph" w:styleId="Custom{i}"><w:name w:val="Custom {i}"/></w:style>'
                    for i in range(styles))
@@ -139,7 +142,7 @@ def test_a_word_file_of_60_mb_of_xml_is_skipped_before_it_is_parsed(tmp_path, do
     bounded(run)
     assert run.code == 0, run.err
     line = warning(run)
-    assert "bomb.docx: its XML unpacks to 60.0 MB, over the 20.0 MB limit (data.max_unpacked_mb)" in line
+    assert "bomb.docx: its XML unpacks to 60.0 MB, over the 16.0 MB limit (data.max_unpacked_mb)" in line
 
 
 @needs_docx
@@ -154,9 +157,10 @@ def test_a_word_file_with_many_styles_reads_in_linear_time(tmp_path, docs):
 
 
 @needs_docx
-def test_a_word_file_of_20_mb_of_xml_under_the_cap_is_bounded(tmp_path, docs):
-    """At the default cap: 216,000 paragraphs (35 s and 450 MB before; about 5 s and 350 MB now)."""
-    headings = write_big_docx(docs / "long.docx", 19.5)
+def test_a_word_file_of_15_mb_of_xml_under_the_cap_is_bounded(tmp_path, docs):
+    """Under the default caps: 15.5 MB of XML, 51,000 paragraphs in 127,500 runs, cut into 25,500
+    passages of 4.5 MB of text (7 s before, 2.3 s and 323 MB now)."""
+    headings = write_big_docx(docs / "long.docx", 15.5, sentences=4)
     run = build(tmp_path, docs, "--json", timeout=120)
     bounded(run, seconds=30)
     assert run.code == 0, run.err
@@ -173,6 +177,44 @@ def test_deeply_nested_html_reads_in_linear_time(tmp_path, docs):
     (docs / "nested.html").write_text("<html><body>" + "<div>" * depth + "deep text" + "</div>" * depth
                                       + "<p>after the divs</p></body></html>")
     run = build(tmp_path, docs, timeout=60)
+    bounded(run)
+    assert run.code == 0 and "from 2 files" in run.out, run.err
+
+
+@pytest.mark.parametrize("unit", ["<a ", "</", "<!", "<p>x"])
+def test_nine_megabytes_of_malformed_html_read_in_seconds(tmp_path, docs, unit):
+    """Before: html.parser rescanned the rest of the page for each unclosed "<a ", "</" or "<!" (over
+    60 s each), and 2.3 million unclosed <p> took 34 s and 826 MB."""
+    (docs / "bad.html").write_text("<html><body><p>Before the junk.</p>" + unit * (9 * 2**20 // len(unit)))
+    run = build(tmp_path, docs, timeout=60)
+    bounded(run, seconds=10 if unit != "<p>x" else 30)
+    assert run.code == 0 and "from 2 files" in run.out, run.err
+
+
+def test_a_markdown_file_of_a_million_sections_is_skipped_at_the_passage_cap(tmp_path, docs):
+    """Before: 1.3 million one-word passages, 17 s and 1.1 GB."""
+    (docs / "tiny.md").write_text("# h\nx\n" * (9 * 2**20 // 6))
+    run = build(tmp_path, docs, timeout=60)
+    bounded(run)
+    assert run.code == 0, run.err
+    assert "tiny.md: cut into more than 50,000 passages (data.max_passages)" in warning(run)
+
+
+def test_a_folder_nested_1200_deep_is_walked(tmp_path, docs):
+    """Before: the recursive walk ended in a RecursionError traceback."""
+    levels = [docs / "d"]
+    for _ in range(1199):
+        levels.append(levels[-1] / "d")
+    try:
+        for level in levels:  # one level at a time: os.makedirs recurses
+            level.mkdir()
+        (levels[-1] / "deep.md").write_text("The deepest note.")
+        run = build(tmp_path, docs, timeout=60)
+    finally:  # removed here, bottom up: pytest's own clean-up (shutil.rmtree) recurses too
+        (levels[-1] / "deep.md").unlink(missing_ok=True)
+        for level in reversed(levels):
+            if level.is_dir():
+                level.rmdir()
     bounded(run)
     assert run.code == 0 and "from 2 files" in run.out, run.err
 

@@ -13,6 +13,7 @@ from selfrag.config import DataSection, validate
 from selfrag.errors import ConfigError, DataError
 from selfrag.ingest import (
     DEFAULT_MAX_FILE_MB,
+    DEFAULT_MAX_PASSAGES,
     DEFAULT_MAX_TEXT_MB,
     DEFAULT_MAX_UNPACKED_MB,
     IngestLimits,
@@ -27,11 +28,12 @@ HAS_PYPDF = importlib.util.find_spec("pypdf") is not None
 
 def test_the_caps_are_config_settings_with_the_documented_defaults():
     data = DataSection()
-    assert (data.max_text_mb, data.max_file_mb, data.max_unpacked_mb) == (
-        DEFAULT_MAX_TEXT_MB, DEFAULT_MAX_FILE_MB, DEFAULT_MAX_UNPACKED_MB) == (10, 100, 20)
+    assert (data.max_text_mb, data.max_file_mb, data.max_unpacked_mb, data.max_passages) == (
+        DEFAULT_MAX_TEXT_MB, DEFAULT_MAX_FILE_MB, DEFAULT_MAX_UNPACKED_MB, DEFAULT_MAX_PASSAGES) == (
+        10, 100, 16, 50_000)
     assert IngestLimits.of(data) == IngestLimits() == IngestLimits.of(None)
-    cfg = validate({"data": {"max_text_mb": 0.5, "max_file_mb": 3, "max_unpacked_mb": 4}})
-    assert IngestLimits.of(cfg.data) == IngestLimits(0.5, 3, 4)
+    cfg = validate({"data": {"max_text_mb": 0.5, "max_file_mb": 3, "max_unpacked_mb": 4, "max_passages": 7}})
+    assert IngestLimits.of(cfg.data) == IngestLimits(0.5, 3, 4, 7)
 
 
 @pytest.mark.parametrize("value", [0, -1, "ten"])
@@ -52,6 +54,20 @@ def test_a_text_file_over_the_cap_is_skipped_in_a_folder_and_an_error_alone(tmp_
     with pytest.raises(DataError, match=r"big\.md: 215 KB of text, over the 102 KB limit \(data\.max_text_mb\); "
                                         r"raise the limit or split the file"):
         load_corpus(tmp_path / "big.md", limits=limits)
+
+
+@pytest.mark.parametrize("value", [0, 1.5, True])
+def test_a_bad_passage_cap_is_one_line(value):
+    with pytest.raises(ConfigError, match=r"data\.max_passages must be a whole number above 0"):
+        IngestLimits(max_passages=value)
+
+
+def test_a_file_cut_into_more_passages_than_the_cap_is_skipped(tmp_path):
+    (tmp_path / "sections.md").write_text("".join(f"# Part {i}\nText {i}.\n" for i in range(30)))
+    (tmp_path / "small.md").write_text("Small.")
+    found = collect(tmp_path, limits=IngestLimits(max_passages=29))
+    assert found.skipped.too_large == [("sections.md", "cut into more than 29 passages (data.max_passages)")]
+    assert len(collect(tmp_path, limits=IngestLimits(max_passages=30)).documents) == 31
 
 
 def test_jsonl_is_passages_already_and_is_not_capped(tmp_path):

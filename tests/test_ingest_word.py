@@ -129,7 +129,7 @@ def test_a_part_named_like_an_image_but_typed_as_xml_counts_as_xml():
     data = docx_bytes(PARAGRAPHS, parts={"word/media/image1.png": b"<x/>" * (6 * 2**20)},
                       types=_DOCX_TYPES.replace("</Types>", '<Override PartName="/word/media/image1.png" '
                                                 'ContentType="application/xml"/></Types>'))
-    with pytest.raises(TooLarge, match=r"its XML unpacks to 24\.\d MB, over the 20\.0 MB limit"):
+    with pytest.raises(TooLarge, match=r"its XML unpacks to 24\.\d MB, over the 16\.0 MB limit"):
         docx_sections(data)
 
 

@@ -10,7 +10,12 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .. import defaults
 from ..defaults import Inherited, inherit
-from ..ingest.limits import DEFAULT_MAX_FILE_MB, DEFAULT_MAX_TEXT_MB, DEFAULT_MAX_UNPACKED_MB
+from ..ingest.limits import (
+    DEFAULT_MAX_FILE_MB,
+    DEFAULT_MAX_PASSAGES,
+    DEFAULT_MAX_TEXT_MB,
+    DEFAULT_MAX_UNPACKED_MB,
+)
 from ..methods.critique.augmentations import AugmentationsConfig
 from ..validation import StrictModel
 
@@ -97,11 +102,12 @@ class DataSection(StrictModel):
     follow_external_links: bool = False
     chunk_size: int = Field(200, ge=16)  # tokens per passage cut from a document file (ingest/chunking.py)
     chunk_overlap: int = Field(20, ge=0)  # tokens a passage repeats from the one before it
-    # Caps on one document file, in MB (ingest/limits.py): the text it may give, the largest PDF or
-    # Word file, what a Word file's XML may unpack to. A file over one is skipped and named.
+    # Caps on one document file (ingest/limits.py): the MB of text it may give, the largest PDF or
+    # Word file, what a Word file's XML may unpack to, its passages. A file over one is skipped, named.
     max_text_mb: float = Field(DEFAULT_MAX_TEXT_MB, gt=0)
     max_file_mb: float = Field(DEFAULT_MAX_FILE_MB, gt=0)
     max_unpacked_mb: float = Field(DEFAULT_MAX_UNPACKED_MB, gt=0)
+    max_passages: int = Field(DEFAULT_MAX_PASSAGES, ge=1)
     split: str | None = None  # pubmedqa: test/train; mmlu_evidence: subjects, comma-separated
     subset_size: int | None = Field(None, ge=1)  # None: every question; N: the first N
     # Leave out the first N questions of the file (before subset_size): a second sample of

@@ -126,7 +126,7 @@ def _corpus(data) -> list[Document] | None:
         return demo_corpus()
     if data.corpus is None:
         return None
-    from ..ingest import ChunkSettings
+    from ..ingest import ChunkSettings, IngestLimits
     from ..retrieval.store import load_corpus
 
     return load_corpus(
@@ -134,6 +134,7 @@ def _corpus(data) -> list[Document] | None:
         include_hidden=data.include_hidden,
         follow_external_links=data.follow_external_links,
         chunks=ChunkSettings(data.chunk_size, data.chunk_overlap),
+        limits=IngestLimits.of(data),
     )
 
 

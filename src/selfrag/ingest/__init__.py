@@ -16,7 +16,13 @@ from .chunking import (
 )
 from .folder import SkippedEntries, folder_files
 from .formats import FORMATS, Format, described, format_for
-from .limits import DEFAULT_MAX_FILE_MB, DEFAULT_MAX_TEXT_MB, DEFAULT_MAX_UNPACKED_MB, IngestLimits
+from .limits import (
+    DEFAULT_MAX_FILE_MB,
+    DEFAULT_MAX_PASSAGES,
+    DEFAULT_MAX_TEXT_MB,
+    DEFAULT_MAX_UNPACKED_MB,
+    IngestLimits,
+)
 from .loading import Collection, FileDocs, collect, read_from
 from .sections import Section, Unreadable
 
@@ -24,6 +30,7 @@ __all__ = [
     "DEFAULT_CHUNK_OVERLAP",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MAX_FILE_MB",
+    "DEFAULT_MAX_PASSAGES",
     "DEFAULT_MAX_TEXT_MB",
     "DEFAULT_MAX_UNPACKED_MB",
     "FORMATS",

@@ -18,7 +18,7 @@ when there is more than one.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 
@@ -60,6 +60,8 @@ def count_tokens(text: str) -> int:
 def _fits(text: str, size: int) -> bool:
     """Whether ``text`` holds at most ``size`` tokens, reading no further than token ``size + 1`` (a
     paragraph of megabytes is not tokenized whole to find out that it does not fit)."""
+    if len(text) <= size:  # a token is at least one character
+        return True
     return sum(1 for _ in islice(_TOKEN.finditer(text), size + 1)) <= size
 
 
@@ -154,13 +156,22 @@ def title_for(name: str, heading: str | None) -> str:
 
 
 def chunk_file(name: str, sections: list[Section], settings: ChunkSettings, *, id_base: str | None = None,
-               metadata: dict | None = None) -> list[Document]:
+               metadata: dict | None = None, limit: Callable[[int], None] | None = None) -> list[Document]:
     """The passages of one file, in order, titled ``name § heading``; ids ``id_base`` (default ``name``)
-    for a file of one passage, else ``id_base#1``, ``id_base#2`` ..."""
+    for a file of one passage, else ``id_base#1``, ``id_base#2`` ... ``limit(count)`` is called as the
+    passages are cut, so a cap stops the cutting once it is passed."""
     base = id_base or name
-    pieces = [(s.heading, chunk) for s in sections for chunk in chunk_section(s.text, settings)]
+    pieces: list[tuple[str, str]] = []
+    for s in sections:
+        title = title_for(name, s.heading)  # one string for the section's passages
+        for chunk in chunk_section(s.text, settings):
+            pieces.append((title, chunk))
+            if limit is not None and len(pieces) % 1000 == 1:
+                limit(len(pieces))
+    if limit is not None:
+        limit(len(pieces))
     docs = []
-    for i, (heading, text) in enumerate(pieces, start=1):
+    for i, (title, text) in enumerate(pieces, start=1):
         doc_id = base if len(pieces) == 1 else f"{base}#{i}"
-        docs.append(Document(id=doc_id, title=title_for(name, heading), text=text, metadata=dict(metadata or {})))
+        docs.append(Document(id=doc_id, title=title, text=text, metadata=dict(metadata or {})))
     return docs

@@ -14,7 +14,7 @@ them.
 from __future__ import annotations
 
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -98,58 +98,72 @@ def folder_files(
     def relevant(entry: Path, is_dir: bool) -> bool:
         return is_dir or readable(entry.suffix.lower())
 
-    def walk(directory: Path, rel_dir: PurePosixPath) -> None:
+    def listing(directory: Path) -> Iterator[Path]:
         try:
-            entries = sorted(directory.iterdir(), key=lambda e: e.name)
+            return iter(sorted(directory.iterdir(), key=lambda e: e.name))
         except OSError as exc:
             raise DataError(f"cannot read the folder {directory} ({exc.strerror or exc})") from None
-        for entry in entries:
-            rel = rel_dir / entry.name
-            if entry.name.startswith(".") and not include_hidden:
-                is_dir = entry.is_dir()
-                if relevant(entry, is_dir):
-                    skipped.hidden.append(f"{rel}/" if is_dir else str(rel))
-                continue
-            if entry.is_symlink():
-                try:
-                    target = entry.resolve()
-                    exists = target.exists()
-                except (OSError, RuntimeError):  # a link cycle
-                    exists = False
-                if not exists:
-                    if relevant(entry, False):
-                        skipped.broken.append(str(rel))
-                    continue
-                outside = not target.is_relative_to(root)
-                if outside and not follow_external_links:
-                    if relevant(entry, target.is_dir()):
-                        skipped.external.append(f"{rel}/" if target.is_dir() else str(rel))
-                    continue
-                if not outside and not include_hidden and _hidden(target.relative_to(root)):
-                    # a visible link to a hidden entry of the folder (notes.md -> .private/notes.md)
-                    if relevant(entry, target.is_dir()):
-                        skipped.hidden.append(f"{rel}/" if target.is_dir() else str(rel))
-                    continue
-                if target.is_dir():
-                    if outside and target not in entered:
-                        entered.add(target)
-                        walk(entry, rel)
-                    continue
-            try:
-                mode = entry.stat().st_mode
-            except OSError:  # gone since the folder was listed
-                continue
-            if stat.S_ISDIR(mode):
-                real = entry.resolve()
-                if real not in entered:
-                    entered.add(real)
-                    walk(entry, rel)
-            elif stat.S_ISREG(mode):
-                found.append((entry, rel))
-            else:  # a FIFO, device or socket: never opened
-                skipped.special.append((str(rel), kind_of(mode)))
 
-    walk(folder, PurePosixPath())
+    def visit(entry: Path, rel: PurePosixPath, real: Path) -> Path | None:
+        """Note one entry (``real``: its path with the links above it resolved); the real path of a
+        folder to walk into, else None."""
+        if entry.name.startswith(".") and not include_hidden:
+            is_dir = entry.is_dir()
+            if relevant(entry, is_dir):
+                skipped.hidden.append(f"{rel}/" if is_dir else str(rel))
+            return None
+        if entry.is_symlink():
+            try:
+                target = entry.resolve()
+                exists = target.exists()
+            except (OSError, RuntimeError):  # a link cycle
+                exists = False
+            if not exists:
+                if relevant(entry, False):
+                    skipped.broken.append(str(rel))
+                return None
+            outside = not target.is_relative_to(root)
+            if outside and not follow_external_links:
+                if relevant(entry, target.is_dir()):
+                    skipped.external.append(f"{rel}/" if target.is_dir() else str(rel))
+                return None
+            if not outside and not include_hidden and _hidden(target.relative_to(root)):
+                # a visible link to a hidden entry of the folder (notes.md -> .private/notes.md)
+                if relevant(entry, target.is_dir()):
+                    skipped.hidden.append(f"{rel}/" if target.is_dir() else str(rel))
+                return None
+            if target.is_dir():
+                if outside and target not in entered:
+                    entered.add(target)
+                    return target
+                return None
+            real = target
+        try:
+            mode = entry.stat().st_mode
+        except OSError:  # gone since the folder was listed
+            return None
+        if stat.S_ISDIR(mode):
+            # a folder that is no link: its real path is its parent's and its name (no resolve(),
+            # which costs a system call per level of a deep folder)
+            if real not in entered:
+                entered.add(real)
+                return real
+        elif stat.S_ISREG(mode):
+            found.append((entry, rel))
+        else:  # a FIFO, device or socket: never opened
+            skipped.special.append((str(rel), kind_of(mode)))
+        return None
+
+    # Depth first in name order, as a recursive walk would go, with a stack of the folders being
+    # listed instead of recursion: a folder nested thousands deep is no RecursionError.
+    walking: list[tuple[Iterator[Path], PurePosixPath, Path]] = [(listing(folder), PurePosixPath(), root)]
+    while walking:
+        entries, rel_dir, real_dir = walking[-1]
+        entry = next(entries, None)
+        if entry is None:
+            walking.pop()
+        elif (real := visit(entry, rel := rel_dir / entry.name, real_dir / entry.name)) is not None:
+            walking.append((listing(entry), rel, real))
     found.sort(key=lambda item: item[1].parts)
     return found, skipped
 

@@ -1,4 +1,4 @@
-"""HTML pages, read with the standard library's parser.
+"""HTML pages, read with selfrag's own tokenizer (:mod:`.html_tokens`).
 
 A saved web page carries menus, banners, scripts and footers around the text
 that matters. The reader keeps the page's ``<main>`` (or, without one, its
@@ -7,13 +7,19 @@ that matters. The reader keeps the page's ``<main>`` (or, without one, its
 ``template``, ``noscript``, ``svg``) and cuts the text at ``<h1>``-``<h6>``
 headings. docs/documents.md says why this reader rather than a converter
 library (measured there on the same pages).
+
+Every step costs the same however the page nests: open elements are counted
+by tag (an end tag with none open is ignored without scanning the stack),
+and each piece of text is kept once, in segments that record which regions
+were open and the heading above; the chosen region's segments are joined
+once at the end.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from html.parser import HTMLParser
 
+from .html_tokens import tokenize
 from .sections import Section, clean_heading
 
 SKIP = frozenset({"script", "style", "nav", "header", "footer", "aside", "form", "template", "noscript", "svg",
@@ -23,50 +29,47 @@ BLOCKS = frozenset({"p", "div", "li", "tr", "br", "section", "article", "main", 
                     "table", "ul", "ol", "figcaption", "hr"}) | HEADINGS
 VOID = frozenset({"br", "hr", "img", "input", "meta", "link", "area", "base", "col", "embed", "source", "track", "wbr"})
 REGIONS = ("main", "article", "body")
+_PAGE = ""  # the whole page, for a page with none of the regions
 
 
-class _Reader(HTMLParser):
-    """Collects (regions, heading, text) pieces; regions are the open "main", "article" and "body".
+class _Segment:
+    """A stretch of the page's text pieces with the same open regions and heading."""
 
-    Every step costs the same however deep the page nests: the open elements are counted by tag
-    (an end tag with none open is ignored without scanning the stack), and the set of open regions
-    is kept, not recomputed from the stack for each piece of text.
-    """
+    __slots__ = ("regions", "heading", "start", "visible")
+
+    def __init__(self, regions: tuple[str, ...], heading: str | None, start: int) -> None:
+        self.regions, self.heading, self.start, self.visible = regions, heading, start, False
+
+
+class _Reader:
+    """Gathers the page's text pieces, in segments by open region and heading (see the module docstring)."""
 
     def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
         self.stack: list[str] = []
         self.open: Counter[str] = Counter()
-        self.regions: frozenset[str] = frozenset()
         self.skipping = 0
         self.in_heading = False
         self.heading_text: list[str] = []
-        self.pieces: list[tuple[frozenset[str], str | None, str]] = []
-        self.heading: str | None = None
-        self.title: list[str] = []
-        self.in_title = False
+        self.pieces: list[str] = []
+        self.segments = [_Segment((_PAGE,), None, 0)]
 
-    def _push(self, tag: str) -> None:
-        self.stack.append(tag)
-        self.open[tag] += 1
-        if tag in REGIONS and self.open[tag] == 1:
-            self.regions = self.regions | {tag}
+    def _segment(self, regions: tuple[str, ...], heading: str | None) -> None:
+        """Start a segment with these regions and heading (the current one, when it holds nothing yet)."""
+        current = self.segments[-1]
+        if current.start == len(self.pieces):
+            current.regions, current.heading = regions, heading
+        else:
+            self.segments.append(_Segment(regions, heading, len(self.pieces)))
 
-    def _pop(self) -> str:
-        tag = self.stack.pop()
-        self.open[tag] -= 1
-        if tag in REGIONS and not self.open[tag]:
-            self.regions = self.regions - {tag}
-        return tag
-
-    def handle_starttag(self, tag: str, attrs) -> None:
-        if tag == "title":
-            self.in_title = True
+    def start(self, tag: str) -> None:
         if tag in VOID:
             if tag in ("br", "hr") and not self.skipping:
                 self._text("\n")
             return
-        self._push(tag)
+        self.stack.append(tag)
+        self.open[tag] += 1
+        if tag in REGIONS and self.open[tag] == 1:
+            self._regions_changed()
         if tag in SKIP:
             self.skipping += 1
         elif tag in HEADINGS and not self.skipping:
@@ -74,27 +77,29 @@ class _Reader(HTMLParser):
         elif tag in BLOCKS and not self.skipping:
             self._text("\n\n")
 
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "title":
-            self.in_title = False
+    def end(self, tag: str) -> None:
         if tag in VOID or not self.open[tag]:
             return
         while self.stack:  # close anything left open inside (HTML allows unclosed <p>, <li>)
-            top = self._pop()
+            top = self.stack.pop()
+            self.open[top] -= 1
+            if top in REGIONS and not self.open[top]:
+                self._regions_changed()
             if top in SKIP:
                 self.skipping -= 1
             if top in HEADINGS and self.in_heading and not self.skipping:
                 self.in_heading = False
-                self.heading = clean_heading("".join(self.heading_text)) or self.heading
-                self.pieces.append((self.regions | {top}, self.heading, ""))
+                heading = clean_heading("".join(self.heading_text)) or self.segments[-1].heading
+                self._segment(self.segments[-1].regions, heading)
             if top == tag:
                 break
         if tag in BLOCKS and not self.skipping:
             self._text("\n\n")
 
-    def handle_data(self, data: str) -> None:
-        if self.in_title:
-            self.title.append(data)
+    def _regions_changed(self) -> None:
+        self._segment((*(r for r in REGIONS if self.open[r]), _PAGE), self.segments[-1].heading)
+
+    def data(self, data: str) -> None:
         if self.skipping:
             return
         if self.in_heading:
@@ -103,30 +108,32 @@ class _Reader(HTMLParser):
             self._text(data)
 
     def _text(self, data: str) -> None:
-        self.pieces.append((self.regions, self.heading, data))
+        self.pieces.append(data)
+        if data and not data.isspace():
+            self.segments[-1].visible = True
+
+    def runs(self) -> list[tuple[str | None, str]]:
+        """(heading, text) of the first region that holds visible text (main, article, body, else the
+        whole page), consecutive segments under one heading joined."""
+        region = next((r for r in REGIONS if any(s.visible and r in s.regions for s in self.segments)), _PAGE)
+        ends = [s.start for s in self.segments[1:]] + [len(self.pieces)]
+        runs: list[tuple[str | None, list[str]]] = []
+        for segment, stop in zip(self.segments, ends, strict=True):
+            if region not in segment.regions or segment.start == stop:
+                continue
+            if not runs or runs[-1][0] != segment.heading:
+                runs.append((segment.heading, []))
+            runs[-1][1].extend(self.pieces[segment.start : stop])
+        return [(heading, "".join(pieces)) for heading, pieces in runs]
 
 
 def html_sections(text: str) -> list[Section]:
     """Sections of an HTML page (see the module docstring for what is kept)."""
     reader = _Reader()
-    reader.feed(text)
-    reader.close()
-    for region in REGIONS:
-        kept = [(h, t) for regions, h, t in reader.pieces if region in regions]
-        if any(t.strip() for _, t in kept):
-            break
-    else:
-        kept = [(h, t) for _, h, t in reader.pieces]
-    # Runs of pieces under one heading, joined once (not text + piece per piece: that is quadratic).
-    runs: list[tuple[str | None, list[str]]] = []
-    for heading, piece in kept:
-        if runs and runs[-1][0] == heading:
-            runs[-1][1].append(piece)
-        else:
-            runs.append((heading, [piece]))
+    tokenize(text, reader.start, reader.end, reader.data)
     out = []
-    for heading, pieces in runs:
-        paragraphs = [" ".join(p.split()) for p in "".join(pieces).split("\n\n")]
+    for heading, text_run in reader.runs():
+        paragraphs = [" ".join(p.split()) for p in text_run.split("\n\n")]
         body = "\n\n".join(p for p in paragraphs if p)
         if body:
             out.append(Section(heading, body))

@@ -12,9 +12,14 @@ cap and the setting that raises it (docs/documents.md, "Size limits").
   its text is cut into passages.
 - ``max_file_mb`` (``data.max_file_mb``, default 100): the largest PDF or
   Word file read, and the most a Word file's parts may unpack to together.
-- ``max_unpacked_mb`` (``data.max_unpacked_mb``, default 20): the most the
+- ``max_unpacked_mb`` (``data.max_unpacked_mb``, default 16): the most the
   parts of a Word file that python-docx parses (all but its images) may
   unpack to, checked on the zip's directory before anything is decompressed.
+- ``max_passages`` (``data.max_passages``, default 50,000): the most
+  passages one file may be cut into. Each passage costs about 600 bytes
+  besides its text, so a file of a million one-word sections (9 MB of
+  ``# h`` and ``x`` lines) would take a gigabyte; an ordinary file under the
+  text cap gives about 15,000 at most.
 
 JSONL files are passages already (a benchmark corpus is one) and are not
 capped. The defaults keep one file's reading and indexing within about
@@ -30,9 +35,10 @@ from ..errors import ConfigError
 
 DEFAULT_MAX_TEXT_MB = 10
 DEFAULT_MAX_FILE_MB = 100
-DEFAULT_MAX_UNPACKED_MB = 20
+DEFAULT_MAX_UNPACKED_MB = 16
+DEFAULT_MAX_PASSAGES = 50_000
 MB = 1024 * 1024
-_SETTINGS = ("max_text_mb", "max_file_mb", "max_unpacked_mb")
+_SETTINGS = ("max_text_mb", "max_file_mb", "max_unpacked_mb", "max_passages")
 
 
 class TooLarge(Exception):
@@ -44,12 +50,15 @@ class IngestLimits:
     max_text_mb: float = DEFAULT_MAX_TEXT_MB
     max_file_mb: float = DEFAULT_MAX_FILE_MB
     max_unpacked_mb: float = DEFAULT_MAX_UNPACKED_MB
+    max_passages: int = DEFAULT_MAX_PASSAGES
 
     def __post_init__(self) -> None:
-        for name in _SETTINGS:
+        for name in _SETTINGS[:3]:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise ConfigError(f"data.{name} must be a number of megabytes above 0, got {value!r}")
+        if isinstance(self.max_passages, bool) or not isinstance(self.max_passages, int) or self.max_passages < 1:
+            raise ConfigError(f"data.max_passages must be a whole number above 0, got {self.max_passages!r}")
 
     @classmethod
     def of(cls, data: Any) -> IngestLimits:
@@ -82,6 +91,10 @@ class IngestLimits:
         """What a Word file's parts unpack to together."""
         if size > self.file_bytes:
             raise TooLarge(f"unpacks to {_mb(size)}, over the {_mb(self.file_bytes)} limit (data.max_file_mb)")
+
+    def check_passages(self, count: int) -> None:
+        if count > self.max_passages:
+            raise TooLarge(f"cut into more than {self.max_passages:,} passages (data.max_passages)")
 
     def check_unpacked(self, size: int) -> None:
         """What the parts of a Word file that are parsed unpack to."""

@@ -103,7 +103,8 @@ def read_file(path: Path, rel: PurePosixPath, data: bytes, chunks: ChunkSettings
             raise Unreadable(f"not UTF-8 text (byte 0x{byte}); save it as UTF-8") from None
         sections = fmt.read(text)
     return chunk_file(rel.as_posix(), sections, chunks, id_base=id_base,
-                      metadata={"path": str(path), "file": rel.as_posix()})
+                      metadata={"path": str(path), "file": rel.as_posix()},
+                      limit=(limits or IngestLimits()).check_passages)
 
 
 def _jsonl(path: Path, rel: PurePosixPath, in_folder: bool) -> list[Document]:

@@ -64,6 +64,7 @@ def load_docs(args: argparse.Namespace, cfg=None):
     or, where a flag is not given, of the config's ``data`` section."""
     if not args.docs:
         return None
+    from ...ingest import IngestLimits
     from ...retrieval.store import load_corpus
 
     manifest = None
@@ -77,6 +78,7 @@ def load_docs(args: argparse.Namespace, cfg=None):
         include_hidden=args.include_hidden or bool(data and data.include_hidden),
         follow_external_links=args.follow_external_links or bool(data and data.follow_external_links),
         chunks=chunk_settings(args, cfg, manifest),
+        limits=IngestLimits.of(data),
     )
 
 
