@@ -113,7 +113,7 @@ def ask_json(tmp_path, question: str, script: dict) -> dict:
     (tmp_path / "script.json").write_text(json.dumps(script))
     proc = subprocess.run(
         [sys.executable, "-m", "selfrag", "ask", question, "--docs", str(docs), "--llm",
-         f"scripted:{tmp_path / 'script.json'}", "--json", "--set", "self_rag.joint_candidate=false"],
+         f"scripted:{tmp_path / 'script.json'}", "--json", "--set", "self_rag.joint_passages=0"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONPATH": str(Path(selfrag.__file__).resolve().parents[1])},
     )

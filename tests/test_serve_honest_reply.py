@@ -38,7 +38,7 @@ def _options(tmp_path) -> list[str]:
     (tmp_path / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in DOCS))
     (tmp_path / "script.json").write_text(json.dumps(SCRIPT))
     return ["--docs", str(tmp_path / "docs.jsonl"), "--llm", f"scripted:{tmp_path / 'script.json'}", "--top-k", "2",
-            "--set", "self_rag.num_candidates=2", "--set", "self_rag.joint_candidate=false",
+            "--set", "self_rag.num_candidates=2", "--set", "self_rag.joint_passages=0",
             "--set", "self_rag.confidence=p_true"]
 
 

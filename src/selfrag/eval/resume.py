@@ -194,16 +194,21 @@ def default_changes(cfg: ExperimentConfig, run_dir: Path) -> list[str]:
         return []
     now = method_settings(cfg)
     section = _section(cfg)
+    recorded = _method_class(cfg).Config.upgrade(recorded)
     return [
         f"{section}.{key} ({_at(recorded, key)!r} then, {_at(now, key)!r} now)"
         for key in config_differences(now, recorded)
     ]
 
 
-def _section(cfg: ExperimentConfig) -> str:
+def _method_class(cfg: ExperimentConfig) -> Any:
     from ..methods.factory import get_method_class
 
-    return get_method_class(cfg.architecture.name).section()
+    return get_method_class(cfg.architecture.name)
+
+
+def _section(cfg: ExperimentConfig) -> str:
+    return _method_class(cfg).section()
 
 
 def _at(data: Mapping[str, Any], dotted: str) -> Any:

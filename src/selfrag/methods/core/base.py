@@ -49,6 +49,12 @@ class MethodConfig(StrictModel):
 
     RETIRED: ClassVar[dict[str, str]] = {}
 
+    @classmethod
+    def upgrade(cls, recorded: Mapping[str, Any]) -> dict[str, Any]:
+        """Settings a run recorded, in today's names: a retired setting that meant what today's
+        behaviour is disappears, one with a new name takes it; others stay, and so differ."""
+        return dict(recorded)
+
 
 def retired_message(key: str, instead: str) -> str:
     """The one-line error for a setting that was retired: what to write instead."""

@@ -9,9 +9,10 @@ config gets a one-line error that says what to write instead.
 from __future__ import annotations
 
 from enum import StrEnum
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, PlainSerializer, field_validator
 
 from ....validation import off_when_false
 from ...core.base import MethodConfig
@@ -72,6 +73,20 @@ def _confidence(value: Any) -> Any:
                      "(.json) that `selfrag confidence fit` wrote")
 
 
+# Retired settings with a new name or form (SelfRAGConfig.upgrade), and the values that are what
+# the method now always does.
+_CRITICS = {"combined": "prompted", "separate": "json"}
+_RULES = {"abstain_below": "support < {}", "abstain_min_relevance": "relevance < {}",
+          "abstain_unconfirmed": "unconfirmed", "abstain_below_confidence": "confidence < {}"}
+_RENAMED = {"joint_candidate", "confidence_model", *_RULES}
+_ALWAYS: dict[str, tuple] = {
+    "critique": ("combined", "separate"), "passage_candidates": ("fallback",), "joint_ranking": ("auto",),
+    "retrieve_own_evidence": (True,), "retrieval_threshold": ("auto",), "prompt_path": (None,),
+    "critic_max_tokens": (32,), "confidence_also_read": ((), [], None), "confidence_drafts": (10, None),
+    "confidence_draft_temperature": (0.7, None), "facts_first": ("yes_no",), "answer_reading": ("text",),
+}
+
+
 class SelfRAGConfig(MethodConfig):
     critic: Critic = Critic.PROMPTED
     # look_first: with a corpus, retrieve first and decide from what was found (no call when the best
@@ -88,13 +103,35 @@ class SelfRAGConfig(MethodConfig):
     selection: Selection = Selection.JOINT_FIRST
     # Abstention rules, checked once the answer and its confidence are read (off, as in the seeds):
     # "relevance < X", "support < partially_supported|fully_supported", "unconfirmed", "confidence < X".
-    abstain: Annotated[tuple[Rule, ...], BeforeValidator(parse_rules)] = ()
+    abstain: Annotated[tuple[Rule, ...], BeforeValidator(parse_rules),
+                       PlainSerializer(lambda rules: [str(r) for r in rules])] = ()
     # How sure the answer is (critique/confidence.py): off, sequence, p_true, reflection (the packaged
     # rule over the reflection signals), or a rule file `selfrag confidence fit` wrote (reflection with it).
     confidence: Annotated[str, BeforeValidator(_confidence)] = ConfidenceReading.REFLECTION.value
     max_context_tokens: int = Field(4000, ge=16)
 
     RETIRED: ClassVar[dict[str, str]] = RETIRED
+
+    @classmethod
+    def upgrade(cls, recorded: Mapping[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in recorded.items() if k not in RETIRED}
+        old = dict(recorded)
+        if old.get("critique") in _CRITICS:
+            out.setdefault("critic", _CRITICS[old.pop("critique")])
+        if old.get("joint_candidate") is False:
+            out["joint_passages"] = 0
+        if old.get("confidence_model"):
+            out["confidence"] = old["confidence_model"]
+        rules = [*out.get("abstain", ())]
+        for key, form in _RULES.items():
+            if old.get(key) not in (None, False):
+                rules.append(form.format(old[key]))
+        out["abstain"] = rules
+        # Retired settings whose recorded value is what the method now always does say nothing;
+        # any other value (fused, facts_first: all, a fixed threshold ...) stays, so it differs.
+        out.update({k: v for k, v in old.items()
+                    if k in RETIRED and k not in _RENAMED and v not in _ALWAYS.get(k, ())})
+        return out
 
     @property
     def confidence_reading(self) -> ConfidenceReading:
