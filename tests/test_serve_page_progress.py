@@ -20,7 +20,7 @@ from .test_serve_browser import browser  # noqa: F401 - the module's Chromium fi
 from .test_serve_cli import ServeProcess
 from .test_serve_kit import QUESTION, SCRIPT, make_answerer, make_app
 
-CALL_S = 1.2  # each model call takes this long, so the page has time to show it
+CALL_S = 2.5  # each model call takes this long, so the page has time to show it on a busy machine
 
 
 class Slow(RequestGenerator):
