@@ -18,6 +18,7 @@ from ...llm.base import chat
 from ...prompts import load_prompt, render
 from ...reflection.parse import RELEVANT, json_objects, json_verdict
 from ...reflection.select import separate_key, separate_score
+from ...reflection.tokens import neutralize
 from ...types import Candidate, Question, Verdict
 from ..core.answer_format import answer_system
 from ..core.concurrency import gather_in_order
@@ -47,7 +48,7 @@ class PromptedJSON(Prompted):
         return step, self.verdict(step, field, json_verdict(json_objects(step.text), field), aspect)
 
     async def retrieval(self, run: Run, question: Question) -> bool | None:
-        _, verdict = await self.ask(run, "self_rag_json_decision", f"Question: {question.text}", "needs_retrieval",
+        _, verdict = await self.ask(run, "self_rag_json_decision", f"Question: {neutralize(question.text)}", "needs_retrieval",
                                     action="retrieval_decision", thought="Decide whether retrieval is needed "
                                     "(JSON verdict).", action_input=question.text)
         return verdict.label == "yes"
@@ -56,7 +57,7 @@ class PromptedJSON(Prompted):
         """The passage's relevance; None when the reply held no usable verdict (no verdict is not a verdict
         of "irrelevant": the joint then ranks the passage as one not judged)."""
         step, verdict = await self.ask(
-            run, "self_rag_json_relevance", f"Question: {question.text}\n\n{self.context(passages)}", "relevance",
+            run, "self_rag_json_relevance", f"Question: {neutralize(question.text)}\n\n{self.context(passages)}", "relevance",
             action="evaluate_relevance", thought=f"Is {passages.name()} relevant to the question?",
             action_input=shorten(passages.docs[0].text))
         step.details["passage_id"] = passages.docs[0].id
@@ -87,7 +88,7 @@ class PromptedJSON(Prompted):
             self.ask(sup_run, "self_rag_json_support", f"{context}\n\nResponse: {answer}", "support",
                      action="assess_support", thought=f"Is the answer from {passages.name()} supported?",
                      action_input=shorten(answer)),
-            self.ask(use_run, "self_rag_json_utility", f"Question: {question.text}\n\nResponse: {answer}", "utility",
+            self.ask(use_run, "self_rag_json_utility", f"Question: {neutralize(question.text)}\n\nResponse: {answer}", "utility",
                      action="rate_utility", thought=f"Rate how useful the answer from {passages.name()} is (1-5).",
                      action_input=shorten(answer)),
         ])
