@@ -203,3 +203,17 @@ def test_without_ray_the_grid_runs_in_process_and_address_is_refused(tmp_path, c
     out = capsys.readouterr().out
     assert "Ray is not installed (pip install 'selfrag[ray]'); running the cells one by one here" in out
     assert json.loads((tmp_path / "out" / "g" / "grid.json").read_text())["executor"] == "in-process"
+
+
+def test_a_yaml_alias_bomb_in_a_grid_file_is_one_line(tmp_path, capsys):
+    """The grid file goes through the same YAML reader as configs: an alias bomb is refused before it expands."""
+    from selfrag.cli.main import main
+
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, "
+              f"*a{i - 1}, *a{i - 1}]" for i in range(1, 9)]
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("\n".join(lines) + "\nconfigs: *a8\n")
+    code = main(["grid", str(grid), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and str(grid) in err and "aliases" in err

@@ -40,7 +40,7 @@ from pydantic import Field
 
 from ..config import ExperimentConfig, Override, load_config, validate, with_absolute_paths
 from ..errors import ConfigError, DataError
-from ..validation import StrictModel, parse_model
+from ..validation import StrictModel, parse_model, load_yaml
 from .results import CONFIG_FILE, PREDICTIONS_FILE
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -143,7 +143,7 @@ def read_grid(path: str | Path, *, output: str | None = None) -> Grid:
     except OSError as exc:
         raise ConfigError(f"grid file {src} cannot be read ({exc.strerror or exc})") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = load_yaml(text, str(src))
     except RecursionError:
         raise ConfigError(f"{src}: not valid YAML (nested too deeply)") from None
     except yaml.YAMLError as exc:
