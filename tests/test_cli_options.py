@@ -125,7 +125,7 @@ def test_serve_trace_logs_what_the_method_did(tmp_path, capsys, script):
     assert "selfrag: vanilla_rag: retrieved 1 passage · then: generate" in err
 
 
-@pytest.mark.parametrize("argv", [["ask"], ["chat"], ["index", "build"]])
+@pytest.mark.parametrize("argv", [["ask"], ["chat"], ["serve"], ["index", "build"]])
 def test_docs_help_lists_every_format_selfrag_reads(argv, capsys):
     """--docs's help names every suffix of the ingest formats table (and JSONL), and the extra each needs."""
     from selfrag.ingest.formats import FORMATS, JSONL_SUFFIXES

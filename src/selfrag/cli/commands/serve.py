@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ...serve.settings import API_KEY_ENV, Limits
 
     limits = Limits()
-    add_docs_options(parser, help="a folder of .txt/.md files or a JSONL file of {id?, title?, text}")
+    add_docs_options(parser)
     add_answer_options(parser, NAME)
     parser.add_argument("--runs", metavar="DIR", help="also show the run directories under DIR (written by `selfrag run`)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
