@@ -159,6 +159,46 @@ def test_a_word_file_of_60_mb_of_xml_is_skipped_before_it_is_parsed(tmp_path, do
     assert "bomb.docx: its XML unpacks to 60.0 MB, over the 16.0 MB limit (data.max_unpacked_mb)" in line
 
 
+def amplified_pdf(path: Path, pages: int, stream_mb: float) -> None:
+    """A small PDF whose ``pages`` pages all draw one shared content stream of ``stream_mb`` MB of text
+    operators (compressed, so the file stays tiny)."""
+    from pypdf import PdfWriter
+    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+
+    writer = PdfWriter()
+    ops = b"BT /F1 12 Tf 72 700 Td (the same line of text) Tj ET\n"
+    stream = DecodedStreamObject()
+    stream.set_data(ops * int(stream_mb * 1024 * 1024 / len(ops)))
+    content = writer._add_object(stream.flate_encode())
+    font = writer._add_object(DictionaryObject({NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"):
+                                                NameObject("/Type1"), NameObject("/BaseFont"): NameObject("/Helvetica")}))
+    for _ in range(pages):
+        page = writer.add_blank_page(612, 792)
+        page[NameObject("/Contents")] = content
+        page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
+    with path.open("wb") as out:
+        writer.write(out)
+
+
+@needs_docx
+def test_a_pdf_whose_pages_share_a_huge_content_stream_is_skipped(tmp_path, docs):
+    """20 pages drawing one 1 MB stream: a 28 s text extraction before; refused with the limit named."""
+    amplified_pdf(docs / "bomb.pdf", pages=20, stream_mb=1.0)
+    assert (docs / "bomb.pdf").stat().st_size < 50_000
+    run = selfrag_cli("index", "build", "--docs", docs, "--out", tmp_path / "idx", cwd=tmp_path)
+    assert run.code == 0, run.err
+    assert "bomb.pdf: its pages' content decodes to 17.0 MB, over the 16.0 MB limit (data.max_unpacked_mb)" in warning(run)
+    bounded(run)
+
+
+@needs_docx
+def test_a_pdf_under_the_content_cap_is_read(tmp_path, docs):
+    amplified_pdf(docs / "long.pdf", pages=4, stream_mb=0.5)
+    run = selfrag_cli("index", "build", "--docs", docs, "--out", tmp_path / "idx", cwd=tmp_path)
+    assert run.code == 0 and "WARNING" not in run.err, run.err
+    bounded(run)
+
+
 @needs_docx
 def test_a_word_file_with_many_styles_reads_in_linear_time(tmp_path, docs):
     """Before: python-docx searched the styles for every paragraph; with 2,000 styles (174 KB) that

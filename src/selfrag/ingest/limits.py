@@ -96,11 +96,11 @@ class IngestLimits:
         if count > self.max_passages:
             raise TooLarge(f"cut into more than {self.max_passages:,} passages (data.max_passages)")
 
-    def check_unpacked(self, size: int) -> None:
-        """What the parts of a Word file that are parsed unpack to."""
+    def check_unpacked(self, size: int, what: str = "its XML unpacks") -> None:
+        """What the parts of a Word file that are parsed unpack to; or (``what``) a PDF's page content."""
         if size > self.unpacked_bytes:
             raise TooLarge(
-                f"its XML unpacks to {_mb(size)}, over the {_mb(self.unpacked_bytes)} limit (data.max_unpacked_mb)"
+                f"{what} to {_mb(size)}, over the {_mb(self.unpacked_bytes)} limit (data.max_unpacked_mb)"
             )
 
 

@@ -23,7 +23,7 @@ from collections import Counter
 
 from ..errors import require
 from .docx_package import check_package
-from .limits import IngestLimits
+from .limits import IngestLimits, TooLarge
 from .sections import Section, Unreadable, clean_heading
 
 HEADING_RATIO = 1.15
@@ -42,14 +42,29 @@ def pdf_sections(data: bytes, limits: IngestLimits | None = None) -> list[Sectio
                 reader.decrypt("")
             except Exception:  # noqa: BLE001 - pypdf raises several kinds here
                 raise Unreadable("encrypted; save an unencrypted copy") from None
+        _check_page_content(reader, limits or IngestLimits())
         lines: list[tuple[str, float]] = []
         for page in reader.pages:
             lines.extend(_page_lines(page))
-    except Unreadable:
+    except (Unreadable, TooLarge):
         raise
     except Exception as exc:  # noqa: BLE001 - a damaged PDF fails in many ways inside pypdf
         raise Unreadable(f"not a readable PDF ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") from None
     return _lines_to_sections(lines)
+
+
+def _check_page_content(reader, limits: IngestLimits) -> None:
+    """Refuse a PDF whose pages' content streams decode to more than ``data.max_unpacked_mb`` together.
+
+    Text extraction parses every page's drawing operators (about 1 MB a second here), and one small
+    stream can be the content of every page: 6.6 KB of PDF whose 20 pages share a 1 MB stream took 28 s.
+    A stream shared by several pages counts once per page, as it is parsed once per page.
+    """
+    total = 0
+    for page in reader.pages:
+        contents = page.get_contents()
+        total += len(contents.get_data()) if contents is not None else 0
+        limits.check_unpacked(total, "its pages' content decodes")
 
 
 def _page_lines(page) -> list[tuple[str, float]]:
