@@ -50,13 +50,15 @@ async def test_each_numbered_draw_is_its_own_reply_and_the_only_draw_keeps_its_o
     texts = [(await llm.generate(user("q"), temperature=0.7, draw=d)).text for d in (1, 2, 1)]
     assert texts == ["draft 1", "draft 2", "draft 1"]
     assert llm.cache.misses == 2 and llm.cache.hits == 1
-    # A cache written before draws were numbered still answers the unnumbered request.
+    # A cache written before draws were numbered (and before hidden states could be asked for) still
+    # answers the unnumbered request; asking for hidden states is another request.
     request = build_request(user("q"))
     fields = request.as_dict()
-    del fields["draw"]
+    del fields["draw"], fields["hidden"]
     old = __import__("hashlib").sha256(json.dumps({"backend": "x", "request": fields}, sort_keys=True)
                                        .encode("utf-8")).hexdigest()
     assert request_key("x", request) == old
+    assert request_key("x", build_request(user("q"), hidden=(-1,))) != old
     with pytest.raises(ConfigError, match="draw must be 0 or more"):
         build_request(user("q"), draw=-1)
 

@@ -95,6 +95,8 @@ class Generation:
     # Prompt tokens the backend actually had to evaluate (after KV-cache prefix
     # reuse); equals prompt_tokens for backends that cannot tell.
     evaluated_prompt_tokens: int | None = None
+    # The hidden states the request asked for: {"prompt": {layer: [...]}, "answer": {layer: [...]}}.
+    hidden: dict[str, dict[int, list[float]]] | None = None
 
     @property
     def total_tokens(self) -> int:

@@ -60,6 +60,9 @@ class LLMRequest:
     # Which of several samples of the same request this is (0: the only one). A sampled reply
     # (temperature > 0) drawn again under another number is another reply, also to a cache.
     draw: int = 0
+    # The model's hidden state to read from this call's own forward pass, by layer (backends with
+    # ``supports_hidden``; -1 the final normalised state): Generation.hidden.
+    hidden: tuple[int, ...] = ()
 
     def prompt_text(self) -> str:
         """All prompt text as one string (for matching and rough token counts)."""
@@ -103,6 +106,7 @@ def build_request(
     response_format: str | Mapping[str, Any] | None = None,
     forced: str | None = None,
     draw: int = 0,
+    hidden: Sequence[int] = (),
 ) -> LLMRequest:
     messages, raw = normalize_messages(prompt)
     if isinstance(stop, str):
@@ -130,6 +134,7 @@ def build_request(
         response_format=response_format,
         forced=forced,
         draw=int(draw),
+        hidden=tuple(int(layer) for layer in hidden),
     )
 
 
@@ -144,6 +149,8 @@ class LLMBackend(Protocol):
       llama.cpp), so concurrent calls buy nothing and call order buys prefix reuse;
     * ``supports_forced``: ``generate(forced=text)`` scores ``text`` as the reply (each of its
       tokens' log-probability given the prompt and the tokens before it) instead of writing one;
+    * ``supports_hidden``: ``generate(hidden=layers)`` returns those layers' hidden states at the
+      last prompt and reply tokens (``Generation.hidden``);
     * ``tokenize(text)``: the model's token ids, or ``None`` when the backend has no tokenizer.
     """
 
@@ -167,6 +174,7 @@ class LLMBackend(Protocol):
         response_format: str | Mapping[str, Any] | None = None,
         forced: str | None = None,
         draw: int = 0,
+        hidden: Sequence[int] = (),
     ) -> Generation: ...
 
     def count_tokens(self, text: str) -> int: ...
@@ -202,6 +210,7 @@ class RequestGenerator:
         response_format: str | Mapping[str, Any] | None = None,
         forced: str | None = None,
         draw: int = 0,
+        hidden: Sequence[int] = (),
     ) -> Generation:
         request = build_request(
             prompt,
@@ -212,6 +221,7 @@ class RequestGenerator:
             response_format=response_format,
             forced=forced,
             draw=draw,
+            hidden=hidden,
         )
         return await self.generate_request(request)
 
@@ -255,6 +265,8 @@ class BaseBackend(RequestGenerator):
     decodes_serially: bool = False
     # Whether a request can score a given reply (LLMRequest.forced).
     supports_forced: bool = False
+    # Whether a request can read the model's hidden states (LLMRequest.hidden).
+    supports_hidden: bool = False
 
     def __init__(
         self,

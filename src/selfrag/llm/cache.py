@@ -73,6 +73,8 @@ def request_key(backend_spec: str, request: LLMRequest) -> str:
     fields = request.as_dict()
     if not fields["draw"]:
         del fields["draw"]  # the only draw keeps the key it had before draws were numbered
+    if not fields.get("hidden"):
+        fields.pop("hidden", None)  # a call that reads no state keeps the key it had before
     payload = json.dumps({"backend": backend_spec, "request": fields}, sort_keys=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 

