@@ -36,6 +36,8 @@ from typing import Any, Literal, get_args
 
 from ..errors import ConfigError
 from ..normalize import token_overlap
+from . import heads
+from .heads import logistic
 
 Signal = Literal["seq", "p_true", "lift", "contained", "relevance", "agreement"]
 SIGNALS: tuple[str, ...] = get_args(Signal)
@@ -155,30 +157,15 @@ def fit(rows: Sequence[Signals], right: Sequence[bool], features: Sequence[str] 
         cols.append([((mean if v is None else v) - mean) / scale for v in values])
         means.append(mean)
         scales.append(scale)
-    x = np.column_stack([np.ones(len(rows)), *(np.array(c) for c in cols)])
     y = np.array([1.0 if r else 0.0 for r in right])
-    beta = np.zeros(x.shape[1])
-    penalty = np.diag([0.0] + [l2] * (x.shape[1] - 1))
-    for _ in range(100):
-        p = 1.0 / (1.0 + np.exp(-(x @ beta)))
-        grad = x.T @ (y - p) - penalty @ beta
-        hess = x.T @ (x * (p * (1 - p))[:, None]) + penalty + 1e-9 * np.eye(x.shape[1])
-        step = np.linalg.solve(hess, grad)
-        beta = beta + step
-        if float(np.max(np.abs(step))) < 1e-8:
-            break
+    beta = logistic(np.column_stack(cols) if cols else np.zeros((len(rows), 0)), y, l2)
     return ConfidenceModel(tuple(features), tuple(means), tuple(scales), tuple(float(b) for b in beta[1:]),
                            float(beta[0]), source)
 
 
 def auroc(scores: Sequence[float], right: Sequence[bool]) -> float | None:
     """The probability that a right answer scores above a wrong one (ties count half); None without both."""
-    pos = [s for s, r in zip(scores, right, strict=True) if r]
-    neg = [s for s, r in zip(scores, right, strict=True) if not r]
-    if not pos or not neg:
-        return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
+    return heads.auroc(scores, right)
 
 
 def risk_coverage(scores: Sequence[float], quality: Sequence[float]) -> list[tuple[float, float]]:
