@@ -34,10 +34,13 @@ ENTRY_POINTS: list[tuple[str, list[str] | None]] = [
     ("prefix_sharing", None),
     ("quality", None),
     ("confidence", []),  # reads the quality runs, calls no model
+    ("critic_study", []),  # reads the critic readings, calls no model
     ("grid_scale", None),  # about 5 minutes: eight cells on 1, 2 and 4 Ray workers
     ("milvus_scale", None),  # about an hour: Milvus Lite and in-process dense up to 1M passages
 ]
 NOT_RUN = {
+    "critic_reads": "hours per benchmark model: reads the fitting pool and the evaluation sets (--llm, --set; "
+                    "lab/README.md)",
     "llama_build": "needs two llama-cpp-python builds, each in its own Python environment (--build NAME=PYTHON)",
     "samples": "writes the samples shipped in the package (src/selfrag/data/samples/), not a report",
     "streaming_latency": "needs a benchmark GGUF to time (--llm llamacpp:PATH.gguf; lab/README.md)",

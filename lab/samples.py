@@ -9,6 +9,8 @@ that file's own format, so the same loader reads the sample and the full file:
 
 - HotpotQA dev distractor: the first 50 of ``hotpotqa_dev_distractor_500.jsonl``;
 - HotpotQA yes/no: all 17 of ``hotpotqa_dev_yesno_17.jsonl`` (copied unchanged);
+- HotpotQA fitting pool: the first 150 of ``hotpotqa_dev_pool_980.jsonl`` (what
+  ``selfrag critic fit`` reads by default);
 - PubMedQA PQA-L: the first 50 records of ``ori_pqal.json``, with
   ``test_ground_truth.json`` cut to those of them in the official test split;
 - MMLU medical: the first 9 or 8 questions of each of the six subjects (50 in all).
@@ -32,6 +34,7 @@ OUT = ROOT / "src" / "selfrag" / "data" / "samples"
 MMLU_SUBJECTS = ("anatomy", "clinical_knowledge", "college_biology", "college_medicine", "medical_genetics",
                  "professional_medicine")
 N_HOTPOT = N_PUBMED = N_MMLU = 50
+N_FIT = 150
 
 
 def _first_lines(src: Path, dest: Path, n: int) -> None:
@@ -45,6 +48,7 @@ def hotpotqa(data: Path, out: Path) -> None:
     _first_lines(data / "hotpotqa" / "hotpotqa_dev_distractor_500.jsonl",
                  folder / "hotpotqa_dev_distractor_50.jsonl", N_HOTPOT)
     shutil.copyfile(data / "hotpotqa" / "hotpotqa_dev_yesno_17.jsonl", folder / "hotpotqa_dev_yesno_17.jsonl")
+    _first_lines(data / "hotpotqa" / "hotpotqa_dev_pool_980.jsonl", folder / "hotpotqa_dev_pool_150.jsonl", N_FIT)
 
 
 def pubmedqa(data: Path, out: Path) -> None:

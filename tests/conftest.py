@@ -121,3 +121,15 @@ def _calibration_kept_per_test(tmp_path_factory, monkeypatch):
     """Each test keeps the retrieval decision's calibration in its own file (never in the repository's
     .selfrag/), so one test's calibration is not another's."""
     monkeypatch.setenv("SELFRAG_CALIBRATION_CACHE", str(tmp_path_factory.mktemp("calibration") / "calibration.json"))
+
+
+@pytest.fixture(autouse=True)
+def _critic_fits_per_test(tmp_path_factory, monkeypatch):
+    """Each test looks for fitted critics in its own empty folder (never the user's cache), so only the
+    fits shipped in the package, or those a test writes, are found."""
+    from selfrag.methods.critique.fits import forget
+
+    monkeypatch.setenv("SELFRAG_CRITIC_DIR", str(tmp_path_factory.mktemp("critics")))
+    forget()
+    yield
+    forget()

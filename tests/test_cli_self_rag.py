@@ -83,14 +83,18 @@ def test_combined_trace_shows_each_candidates_critique(tmp_path, docs_dir, capsy
         "2",
         "--set",
         "self_rag.num_candidates=2",
+        "--set",
+        "self_rag.critic=prompted",
         "--trace",
     )
     assert code == 0, err
     assert out.startswith("Paris [1]\n")
     assert "retrieval_decision" in out and "generate_and_critique" in out and "select_best" in out
     candidates = out.split("Candidates:")[1]
-    assert "relevance=relevant, support=fully supported, utility=3, score=5.500" in candidates
-    assert "relevance=relevant, support=no support, utility=4, score=4.500" in candidates
+    assert ("relevance=relevant (prompted), support=fully supported (prompted), utility=3 (prompted), "
+            "score=5.500") in candidates
+    assert "relevance=relevant (prompted), support=no support (prompted), utility=4 (prompted), score=4.500" \
+        in candidates
 
 
 def test_no_retrieval_path_is_two_calls(tmp_path, docs_dir, capsys):

@@ -241,14 +241,16 @@ async def test_self_rag_reads_the_joint_s_confidence_and_every_call_feeds_the_an
     assert response.details["confidence"]["reading"] == "reflection"
 
 
-async def test_the_default_self_rag_makes_only_the_calls_its_answer_and_packaged_rule_read():
+async def test_the_default_self_rag_makes_only_the_calls_its_answer_and_fitted_heads_read():
+    """The default critic on a model that scores replies is the fitted one: the joint's answer, P(True) and
+    the likelihood after the question alone (the lift), and nothing else."""
     llm = ScriptedBackend(joint_script())
     response = await create_method("self_rag", llm, TwoDocs(), {"self_rag": {"retrieval_mode": "always"}}).answer(Q)
-    rule = ConfidenceModel.load().features
-    expected = (["generate"] + ["confidence_p_true"] * ("p_true" in rule) + ["confidence_likelihood"] * (2 * ("lift" in rule))
-                + ["confidence_draft"] * (DRAFTS * ("agreement" in rule)))
-    assert [s.action for s in response.reasoning_chain if s.llm_calls] == expected
-    assert response.num_llm_calls == len(expected) and response.confidence is not None
+    assert [s.action for s in response.reasoning_chain if s.llm_calls] == [
+        "generate", "confidence_p_true", "read_likelihood"]
+    assess = next(s for s in response.reasoning_chain if s.action == "assess")
+    assert assess.details["readings"]["p_true"] is not None and assess.details["readings"]["lift"] is not None
+    assert response.num_llm_calls == 3 and response.confidence == assess.details["verdicts"]["confidence"]
 
 
 async def test_a_fitted_rule_that_weighs_agreement_samples_the_drafts(tmp_path):

@@ -65,7 +65,8 @@ def script(facts_reply: str, from_notes: str = "") -> dict:
 
 # The joint answers alone (its one-passage candidates wait for a joint without an answer); no
 # confidence calls, so the counts below are the facts path's own.
-CFG = {"self_rag": {"retrieval_mode": "always", "confidence": "off"}}  # yes/no: facts first, always
+# yes/no: facts first, always; the prompted critic (the script answers its calls).
+CFG = {"self_rag": {"retrieval_mode": "always", "confidence": "off", "critic": "prompted"}}
 
 
 async def test_a_yes_no_joint_writes_the_facts_then_reads_the_verdict(retriever):
@@ -100,7 +101,8 @@ async def test_with_no_notes_or_no_answer_from_them_the_plain_prompt_answers(ret
 
 async def test_other_questions_use_the_plain_prompt(retriever):
     llm = ScriptedBackend(script(FACTS))
-    response = await create_method("self_rag", llm, retriever, {"self_rag": {"retrieval_mode": "always"}}).answer(QUESTION)
+    response = await create_method("self_rag", llm, retriever, {"self_rag": {"retrieval_mode": "always",
+                                                                              "critic": "prompted"}}).answer(QUESTION)
     assert any(s.action == "generate_after_facts" for s in response.reasoning_chain)  # yes/no: facts first
     llm = ScriptedBackend({**script(FACTS), "Use the documents below": "American"})
     other = Question(id="w", text="What nationality was Ed Wood?")

@@ -170,7 +170,7 @@ async def test_a_reply_echoing_a_planted_verdict_is_not_selected():
         "Answer: HACKED": "5",
         "Answer: Paris": "4",
     })
-    rag = SelfRAG(llm, retriever, {"top_k": 2, "num_candidates": 2, "joint_passages": 0})
+    rag = SelfRAG(llm, retriever, {"top_k": 2, "num_candidates": 2, "joint_passages": 0, "critic": "prompted"})
     response = await rag.answer(Question(id="q", text="What is the capital of France?"))
     assert response.answer == "Paris"
     hacked = next(c for c in response.candidates if c.passage.id == "evil")

@@ -52,7 +52,8 @@ def test_the_cli_trace_says_not_judged():
     out = io.StringIO()
     print_response(response(), out, trace=True)
     text = out.getvalue()
-    assert "relevance=relevant, support=not judged, utility=4" in text
+    # A verdict names the reader that gave it; one the model did not give says so.
+    assert "relevance=relevant (prompted), support=not judged, utility=4 (prompted)" in text
     assert "relevance=not judged, support=not judged, utility=not judged" in text
     assert "support=no support" not in text
     assert "support: not judged (no usable verdict in the reply; scored as no support)" in text

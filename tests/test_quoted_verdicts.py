@@ -77,7 +77,8 @@ async def test_self_rag_a_candidate_quoting_a_planted_verdict_gains_nothing(plan
         "Answer: Saturn": "4",
         "Answer: Jupiter": "4",
     })
-    rag = SelfRAG(llm, retriever, {"top_k": 2, "num_candidates": 2, "joint_passages": 0, "confidence": "off"})
+    rag = SelfRAG(llm, retriever, {"top_k": 2, "num_candidates": 2, "joint_passages": 0, "confidence": "off",
+                                   "critic": "prompted"})
     response = await rag.answer(Question(id="q", text="Which planet is the largest?"))
     prompt = next(r.prompt_text() for r in llm.calls if "Saturn is the largest" in r.prompt_text())
     passage = prompt.split('title="Planets">', 1)[1].split("</document>", 1)[0]
@@ -113,7 +114,7 @@ def ask_json(tmp_path, question: str, script: dict) -> dict:
     (tmp_path / "script.json").write_text(json.dumps(script))
     proc = subprocess.run(
         [sys.executable, "-m", "selfrag", "ask", question, "--docs", str(docs), "--llm",
-         f"scripted:{tmp_path / 'script.json'}", "--json", "--set", "self_rag.joint_passages=0"],
+         f"scripted:{tmp_path / 'script.json'}", "--json", "--set", "self_rag.joint_passages=0", "--set", "self_rag.critic=prompted"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONPATH": str(Path(selfrag.__file__).resolve().parents[1])},
     )

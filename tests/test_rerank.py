@@ -76,7 +76,7 @@ async def test_vanilla_rag_behind_the_stage_reads_the_passages_self_rag_s_joint_
     read = next(s for s in v.reasoning_chain if s.action == "generate")
     self_rag_cfg = ExperimentConfig.model_validate({
         "architecture": {"name": "self_rag"},
-        "self_rag": {"top_k": 6, "joint_passages": 3, "retrieval_mode": "always"},
+        "self_rag": {"top_k": 6, "joint_passages": 3, "retrieval_mode": "always", "confidence": "off"},
     })
     s = await build_method(self_rag_cfg, llm).answer(question)
     joint = next(st for st in s.reasoning_chain if st.action == "generate" and "passage_ids" in st.details)

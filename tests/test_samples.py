@@ -23,7 +23,7 @@ def data(**kw) -> DataSection:
 
 def test_every_sample_file_is_small_and_has_its_licence_beside_it():
     files = [p for p in samples_dir().rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl")]
-    assert len(files) == 10
+    assert len(files) == 11
     for path in files:
         assert path.stat().st_size < MiB, path
         licence = path.parent / "LICENSE"

@@ -424,7 +424,7 @@ def test_default_config_values(france_retriever):
     assert rag.config["top_k"] == 5
     assert rag.config["num_candidates"] == 3
     assert rag.config["max_context_tokens"] == 4000
-    assert rag.config["critic"] == "prompted"
+    assert rag.config["critic"] == "auto"
 
 
 def test_custom_config_values(france_retriever):

@@ -15,13 +15,13 @@ from selfrag.methods.factory import create_architecture, get_method_class
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 VARIANTS = {  # retriever, subset, critic, top_k
-    "self_rag.yaml": ("bm25", 100, "prompted", 10),
-    "self_rag_always.yaml": ("bm25", 100, "prompted", 10),
-    "self_rag_dense.yaml": ("dense", 100, "prompted", 10),
-    "self_rag_hybrid.yaml": ("hybrid", 100, "prompted", 10),
-    "self_rag_bm25_full.yaml": ("bm25", None, "prompted", 10),
-    "self_rag_dense_full.yaml": ("dense", None, "prompted", 10),
-    "self_rag_hybrid_full.yaml": ("hybrid", None, "prompted", 10),
+    "self_rag.yaml": ("bm25", 100, "auto", 10),
+    "self_rag_always.yaml": ("bm25", 100, "auto", 10),
+    "self_rag_dense.yaml": ("dense", 100, "auto", 10),
+    "self_rag_hybrid.yaml": ("hybrid", 100, "auto", 10),
+    "self_rag_bm25_full.yaml": ("bm25", None, "auto", 10),
+    "self_rag_dense_full.yaml": ("dense", None, "auto", 10),
+    "self_rag_hybrid_full.yaml": ("hybrid", None, "auto", 10),
     "self_rag_separate.yaml": ("bm25", 100, "json", 10),
 }
 
@@ -76,7 +76,7 @@ def test_bad_config_is_a_one_line_error_naming_the_key(llm, config, message):
 def test_config_schema_lists_keys_and_defaults():
     schema = SelfRAG.get_config_schema()
     assert {k: v[2] for k, v in schema.items()} == {
-        "critic": "prompted",
+        "critic": "auto",
         "retrieval_mode": "look_first",
         "top_k": None,  # inherits retrieval.top_k
         "num_candidates": 3,
@@ -85,6 +85,7 @@ def test_config_schema_lists_keys_and_defaults():
         "abstain": (),
         "confidence": "reflection",
         "max_context_tokens": 4000,
+        "sufficiency_floor": "fitted",
     }
     # The user's settings only: every study knob is a preset, a lab setting, or retired with a message.
     assert len(schema) <= 10

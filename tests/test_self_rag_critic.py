@@ -260,7 +260,7 @@ def test_cli_ask_prints_the_stage_by_stage_trace(tmp_path, capsys):
         "Stage: score each candidate",
         "probs: relevant=0.900, irrelevant=0.100",
         "Candidates:",
-        "relevance=relevant, support=fully supported",
+        "relevance=relevant (label_and_likelihood), support=fully supported (label_probs)",
     ):
         assert text in out, text
 

@@ -98,7 +98,8 @@ async def test_passages_are_delimited_in_every_critique_prompt(france_retriever)
     llm = ScriptedBackend(
         {"checked in reference documents": "yes", "<document": "Paris", "Answer: Paris": "4"}
     )
-    await SelfRAG(llm, france_retriever, {"num_candidates": 2, "joint_passages": 0}).answer(QUESTION)
+    await SelfRAG(llm, france_retriever, {"num_candidates": 2, "joint_passages": 0, "critic": "prompted"}).answer(
+        QUESTION)
     critique = [c.prompt_text() for c in llm.calls if "[IsRel]" in c.prompt_text()]
     assert len(critique) == 2
     assert (

@@ -14,7 +14,7 @@ import pytest
 
 from selfrag.errors import ConfigError
 from selfrag.llm import ScriptedBackend
-from selfrag.methods import create_method
+from selfrag.methods import create_method as make_method
 from selfrag.methods.core.answer_format import answer_format
 from selfrag.methods.core.answer_shape import finalize_answer, is_yes_no, malformed, yes_no
 from selfrag.methods.core.trace import Run
@@ -24,6 +24,14 @@ from selfrag.methods.steps.evidence import best_fused, impute, rank_evidence
 from selfrag.types import Document, Question, RetrievalResult
 
 DECISION = "checked in reference documents"
+
+
+def create_method(name, llm, retriever=None, config=None):
+    """These cases pin the prompted critic's flows (the labels the model writes); on a local model the
+    default critic is the fitted one (tests/test_fitted_critic.py)."""
+    config = dict(config or {})
+    config["self_rag"] = {"critic": "prompted", **(config.get("self_rag") or {})}
+    return make_method(name, llm, retriever, config)
 TWO_HOP = Question(id="q", text="In which city was the director of Alien born?")
 DOC_DIRECTOR = "Alien is a 1979 film directed by Ridley Scott."
 DOC_BIRTH = "Ridley Scott was born in South Shields."

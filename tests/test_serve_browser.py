@@ -74,7 +74,7 @@ def scripted_app():
     }
     cfg = load_config(None, base={
         "architecture": {"name": "self_rag"}, "cache": {"enabled": False}, "retrieval": {"top_k": 3},
-        "self_rag": {"num_candidates": 3, "joint_passages": 0,
+        "self_rag": {"num_candidates": 3, "joint_passages": 0, "critic": "prompted",
                      "retrieval_mode": "adaptive"},  # the question-only P(yes) decision, drawn as a gauge
     })
     retriever = create_retriever("bm25", list(docs.values()))

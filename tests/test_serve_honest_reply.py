@@ -39,7 +39,7 @@ def _options(tmp_path) -> list[str]:
     (tmp_path / "script.json").write_text(json.dumps(SCRIPT))
     return ["--docs", str(tmp_path / "docs.jsonl"), "--llm", f"scripted:{tmp_path / 'script.json'}", "--top-k", "2",
             "--set", "self_rag.num_candidates=2", "--set", "self_rag.joint_passages=0",
-            "--set", "self_rag.confidence=p_true"]
+            "--set", "self_rag.confidence=p_true", "--set", "self_rag.critic=prompted"]
 
 
 def _ask_prints(tmp_path, question: str, *, stream: bool, method: str = "self_rag") -> str:

@@ -45,7 +45,7 @@ SCRIPT: dict[str, Any] = {
 # Seed 000's pipeline and budget (1 + 2n calls): the question-only decision call, no joint candidate,
 # no confidence reading.
 SELF_RAG = {"retrieval": {"top_k": 2}, "self_rag": {"num_candidates": 2, "joint_passages": 0, "confidence": "off",
-                                                  "retrieval_mode": "adaptive"}}
+                                                  "retrieval_mode": "adaptive", "critic": "prompted"}}
 LOCAL = ("127.0.0.1", 50000)
 
 

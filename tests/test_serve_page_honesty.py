@@ -33,7 +33,7 @@ SCRIPT = {
 def app():
     cfg = load_config(None, base={
         "architecture": {"name": "self_rag"}, "cache": {"enabled": False}, "retrieval": {"top_k": 2},
-        "self_rag": {"num_candidates": 2, "joint_passages": 0, "confidence": "off"},
+        "self_rag": {"num_candidates": 2, "joint_passages": 0, "confidence": "off", "critic": "prompted"},
     })
     answerer = Answerer(cfg, ScriptedBackend(SCRIPT), create_retriever("bm25", NOTES), timeout_s=30)
     return create_app(ServeSettings(), answerer)
@@ -79,7 +79,7 @@ def unsure_app():
               **SCRIPT}
     cfg = load_config(None, base={
         "architecture": {"name": "self_rag"}, "cache": {"enabled": False}, "retrieval": {"top_k": 2},
-        "self_rag": {"num_candidates": 2, "joint_passages": 0, "confidence": "p_true"},
+        "self_rag": {"num_candidates": 2, "joint_passages": 0, "confidence": "p_true", "critic": "prompted"},
     })
     answerer = Answerer(cfg, ScriptedBackend(script), create_retriever("bm25", NOTES), timeout_s=30)
     return create_app(ServeSettings(), answerer)

@@ -86,4 +86,4 @@ def test_the_seed_000_preset_runs_five_questions_on_the_embedded_model(fresh, ca
     for record in records:  # seed 000's budget: 1 + 2n with retrieval, 2 without
         n = sum(s["action"] == "generate_and_critique" for s in record["reasoning_chain"])
         calibration = sum(s["llm_calls"] for s in record["reasoning_chain"] if s["action"] == "calibrate_decision")
-        assert record["accounting"]["llm_calls"] - calibration == (1 + 2 * n if record["retrieval_needed"] else 2)
+        assert record["accounting"]["llm_calls"] - calibration == (1 + 2 * n if record["accounting"]["retrieval_needed"] else 2)

@@ -177,6 +177,8 @@ class Candidate:
     final: bool = True
     number: int = 0
     details: dict[str, Any] = field(default_factory=dict)
+    # The hidden states of the reply that wrote it, when they were read (Generation.hidden; not serialised).
+    states: dict[str, dict[int, list[float]]] | None = None
 
     @property
     def passage(self) -> Document | None:

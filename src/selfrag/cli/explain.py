@@ -55,7 +55,7 @@ def describe(steps: Sequence[Mapping[str, Any]], details: Mapping[str, Any], abs
     """The line for ``steps`` (dicts with ``action``, ``observation``, ``details`` ...)."""
     parts = [_decision(steps), _retrieved(steps), _judged(steps, details), _ranked(steps),
              _candidates(steps, details), _choice(steps, details), _abstention(steps, abstained),
-             _sureness(confidence)]
+             _sufficiency(details, abstained), _sureness(confidence)]
     line = " · ".join(p for p in parts if p)
     calibration = sum(1 for s in steps if s.get("action") == "calibrate_decision")
     if calibration:
@@ -106,6 +106,11 @@ def _retrieved(steps: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _judged(steps: Sequence[Mapping[str, Any]], details: Mapping[str, Any]) -> str:
+    read = _first(steps, "judge_relevance")
+    values = (read.get("details") or {}).get("relevance") if read is not None else None
+    if isinstance(values, list) and values:  # every passage read by a fitted head, before writing
+        relevant = sum(1 for v in values if isinstance(v, (int, float)) and v >= 0.5)
+        return f"judged {len(values)} passages: {relevant} relevant (fitted relevance, best {max(values):.2f})"
     rows = [c for c in details.get("all_candidates") or [] if not c.get("joint")]
     judged = [c for c in rows if c.get("relevance") is not None]
     if not judged:
@@ -172,6 +177,15 @@ def _abstention(steps: Sequence[Mapping[str, Any]], abstained: bool) -> str:
         return ""
     why = (step.get("details") or {}).get("abstain_reason") if step is not None else None
     return f"abstained: {why}" if why else "abstained"
+
+
+def _sufficiency(details: Mapping[str, Any], abstained: bool) -> str:
+    said = details.get("sufficiency")
+    if abstained or not isinstance(said, Mapping) or not isinstance(said.get("value"), (int, float)):
+        return ""
+    if said.get("low"):
+        return f"the passages read do not seem to hold the answer (sufficiency {said['value']:.2f})"
+    return f"sufficiency {said['value']:.2f}"
 
 
 def _sureness(confidence: float | None) -> str:

@@ -49,6 +49,19 @@ def _defaulted(details: dict[str, Any]) -> list[str]:
     return [k for k in dict.fromkeys(names) if k in details]
 
 
+def _verdict_text(candidate: Any, name: str) -> str:
+    """A verdict as the trace shows it: its label, its probability when it was read as one, its source."""
+    text = _fmt_num(getattr(candidate, name))
+    verdict = candidate.verdicts.get(name)
+    if verdict is None:
+        return text
+    extra = [f"{verdict.value:.2f}"] if verdict.probs is None and verdict.value is not None and name != "utility" \
+        and verdict.source.startswith("fitted") else []
+    if verdict.source:
+        extra.append(verdict.source)
+    return f"{text} ({'; '.join(extra)})" if extra else text
+
+
 def _fmt_value(value: Any) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}={_fmt_num(v)}" for k, v in value.items())
@@ -93,8 +106,7 @@ def print_response(response: RAGResponse, out: TextIO, *, trace: bool = False, a
             for i, c in enumerate(response.candidates, start=1):
                 src = c.passage.title or c.passage.id if c.passage else "-"
                 missing = not_judged(c)
-                parts = [f"{name}={NOT_JUDGED if name in missing else _fmt_num(getattr(c, name))}"
-                         for name in VERDICTS]
+                parts = [f"{name}={NOT_JUDGED if name in missing else _verdict_text(c, name)}" for name in VERDICTS]
                 if c.score is not None:
                     parts.append(f"score={_fmt_num(c.score)}")
                 print(f"  {i}. [{src}] {_one_line(c.text, 120)}", file=out)

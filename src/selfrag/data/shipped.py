@@ -44,6 +44,10 @@ SAMPLES: dict[str, Sample] = {
         Sample("hotpotqa_yesno", "hotpotqa", "hotpotqa/hotpotqa_dev_yesno_17.jsonl", 17,
                "HotpotQA dev (distractor): the 17 yes/no questions among the first 200",
                "CC BY-SA 4.0"),
+        Sample("hotpotqa_fit", "hotpotqa", "hotpotqa/hotpotqa_dev_pool_150.jsonl", 150,
+               "HotpotQA dev (distractor): the first 150 questions of the fitting pool, in no evaluation "
+               "sample (what `selfrag critic fit` reads by default)",
+               "CC BY-SA 4.0"),
         Sample("pubmedqa", "pubmedqa", "pubmedqa/ori_pqal.json", 50,
                "PubMedQA PQA-L: the first 50 questions (23 of the official test split), each with its abstract",
                "MIT"),

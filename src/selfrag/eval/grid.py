@@ -40,7 +40,7 @@ from pydantic import Field
 
 from ..config import ExperimentConfig, Override, load_config, validate, with_absolute_paths
 from ..errors import ConfigError, DataError
-from ..validation import StrictModel, parse_model, load_yaml
+from ..validation import StrictModel, load_yaml, parse_model
 from .results import CONFIG_FILE, PREDICTIONS_FILE
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")

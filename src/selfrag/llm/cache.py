@@ -33,6 +33,7 @@ cannot be opened). Either way every question is still answered.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import hashlib
 import json
@@ -43,6 +44,8 @@ import time
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..errors import DataError
 from ..redaction import redact_secrets
@@ -80,7 +83,11 @@ def request_key(backend_spec: str, request: LLMRequest) -> str:
 
 
 def generation_to_json(gen: Generation) -> str:
-    return json.dumps(dataclasses.asdict(gen), sort_keys=True)
+    data = dataclasses.asdict(gen)
+    if gen.hidden:  # hidden states as float16 bytes: a tenth of their size as JSON numbers
+        data["hidden"] = {where: {str(layer): base64.b64encode(np.asarray(v, dtype="<f2").tobytes()).decode("ascii")
+                                  for layer, v in states.items()} for where, states in gen.hidden.items()}
+    return json.dumps(data, sort_keys=True)
 
 
 def generation_from_json(text: str | bytes) -> Generation:
@@ -90,6 +97,9 @@ def generation_from_json(text: str | bytes) -> Generation:
         raise ValueError("not a stored generation (no text)")
     if data.get("logprobs") is not None:
         data["logprobs"] = tuple(TokenLogprobs(**t) for t in data["logprobs"])
+    if data.get("hidden"):
+        data["hidden"] = {where: {int(layer): np.frombuffer(base64.b64decode(v), dtype="<f2").astype(float).tolist()
+                                  for layer, v in states.items()} for where, states in data["hidden"].items()}
     return Generation(**data)
 
 

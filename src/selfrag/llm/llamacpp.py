@@ -156,6 +156,14 @@ class LlamaCppBackend(BaseBackend):
         return int(self._llm.n_ctx())
 
     @property
+    def n_layers(self) -> int:
+        """The model's transformer blocks (hidden states name their layer by it)."""
+        self.warm_up()
+        import llama_cpp
+
+        return int(llama_cpp.llama_model_n_layer(self._llm._model.model))
+
+    @property
     def has_chat_template(self) -> bool:
         self.warm_up()
         return self._formatter is not None

@@ -92,11 +92,12 @@ def ece(probs: Sequence[float], labels: Sequence[bool], bins: int = 10) -> float
     return float(total / len(p))
 
 
-def _pack(array: np.ndarray) -> str:
+def pack_f16(array: np.ndarray | Sequence[float]) -> str:
+    """An array as base64 float16 (how fit and readings files store hidden states and directions)."""
     return base64.b64encode(np.asarray(array, dtype="<f2").tobytes()).decode("ascii")
 
 
-def _unpack(text: str, shape: tuple[int, ...]) -> np.ndarray:
+def unpack_f16(text: str, shape: tuple[int, ...]) -> np.ndarray:
     return np.frombuffer(base64.b64decode(text), dtype="<f2").astype(float).reshape(shape)
 
 
@@ -116,13 +117,13 @@ class HiddenPart:
 
     def as_dict(self) -> dict[str, Any]:
         return {"where": self.where, "layer": self.layer, "dims": list(self.directions.shape),
-                "mean": _pack(self.mean), "directions": _pack(self.directions)}
+                "mean": pack_f16(self.mean), "directions": pack_f16(self.directions)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HiddenPart:
         k, d = (int(x) for x in data["dims"])
-        return cls(str(data["where"]), int(data["layer"]), _unpack(data["mean"], (d,)),
-                   _unpack(data["directions"], (k, d)))
+        return cls(str(data["where"]), int(data["layer"]), unpack_f16(data["mean"], (d,)),
+                   unpack_f16(data["directions"], (k, d)))
 
     @classmethod
     def fit(cls, where: str, layer: int, states: np.ndarray, k: int) -> HiddenPart:
@@ -251,3 +252,22 @@ def fit_head(name: str, rows: Sequence[Mapping[str, float | None]], labels: Sequ
     return Head(name, tuple(features), tuple(means), tuple(scales), tuple(float(b) for b in beta[1:n_scalar + 1]),
                 float(beta[0]), (float(platt[1]), float(platt[0])), part,
                 tuple(float(b) for b in beta[n_scalar + 1:]) if part is not None else (), report)
+
+
+def out_of_fold(name: str, rows: Sequence[Mapping[str, float | None]], labels: Sequence[bool],
+                features: Sequence[str], *, states: Sequence[Sequence[float] | None] | None = None,
+                where: str = "", layer: int = -1, k: int = 0, seed: int = 0) -> list[float]:
+    """Each example's probability from a head fitted without its fold (what a threshold is chosen on)."""
+    n = len(labels)
+    out = [float(np.mean(labels))] * n
+    for test in folds(n, min(FOLDS, n), seed + 1):
+        train = [i for i in range(n) if i not in set(test.tolist())]
+        if len({bool(labels[i]) for i in train}) < 2 or len(train) < 4:
+            continue
+        head = fit_head(name, [rows[i] for i in train], [labels[i] for i in train], features,
+                        states=None if states is None else [states[i] for i in train],
+                        where=where, layer=layer, k=k, seed=seed)
+        for i in test.tolist():
+            seen = None if states is None or states[i] is None else {where: {layer: states[i]}}
+            out[i] = head.probability(rows[i], seen)
+    return out

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..reflection.answer_text import LOW, confidence_words
+from ..reflection.answer_text import LOW, NOT_IN_DOCUMENTS, confidence_words, sufficiency_words
 from ..reflection.judged import VERDICTS, not_judged_names
 
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")
@@ -189,14 +189,23 @@ def trace_view(record: Mapping[str, Any], documents: Mapping[str, str] | None = 
     )
     min_shared = highlight_threshold(answer, best)
     passages = []
-    for entry in _retrieved(record):
+    read = passage_relevance(record)
+    for i, entry in enumerate(_retrieved(record)):
         own = _own_candidate(candidates, entry["id"])
         text = texts.get(entry["id"], "")
         is_cited = cited is not None and entry["id"] in cited
+        verdicts = _verdicts(own) if own else {"relevance": None, "support": None, "utility": None, "not_judged": [],
+                                              "values": {}, "sources": {}}
+        if i < len(read):  # a critic that read every passage's relevance: its verdict on this one
+            p, source = read[i]
+            verdicts = {**verdicts, "relevance": "relevant" if p >= 0.5 else "irrelevant",
+                        "values": {**verdicts["values"], "relevance": p},
+                        "sources": {**verdicts["sources"], "relevance": source},
+                        "not_judged": [n for n in verdicts["not_judged"] if n != "relevance"]}
         passages.append({
             **entry,
             "text": text,
-            **(_verdicts(own) if own else {"relevance": None, "support": None, "utility": None, "not_judged": []}),
+            **verdicts,
             "cited": is_cited,
             "highlights": highlight_spans(answer, text, min_shared) if is_cited and text else [],
         })
@@ -214,12 +223,39 @@ def trace_view(record: Mapping[str, Any], documents: Mapping[str, str] | None = 
         "confidence": confidence,
         "confidence_words": None if confidence is None else confidence_words(confidence),
         "confidence_low": confidence is not None and confidence < LOW,
+        # Whether the passages read seem to hold the answer (a fitted critic's verdict; None: not read).
+        "sufficiency": sufficiency(record),
         "decision": decision(record),
         "passages": passages,
         "candidates": [_candidate(c, i == chosen) for i, c in enumerate(candidates)],
         "selected": chosen,
         "timeline": [_timeline_step(s) for s in _steps(record)],
     }
+
+
+def passage_relevance(record: Mapping[str, Any]) -> list[tuple[float, str]]:
+    """Every retrieved passage's relevance as a critic read it before writing (``judge_relevance``), in
+    retrieval order, with its source; empty when no such reading was made."""
+    for step in _steps(record):
+        d = _details(step)
+        values = d.get("relevance")
+        if step.get("action") == "judge_relevance" and isinstance(values, list):
+            source = str(d.get("source") or "")
+            return [(float(v), source) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return []
+
+
+def sufficiency(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The sufficiency verdict with the words the page shows (None: not read, or the method abstained)."""
+    said = _details(record).get("sufficiency")
+    if record.get("abstained") or not isinstance(said, Mapping) or not isinstance(said.get("value"), (int, float)):
+        return None
+    low = bool(said.get("low"))
+    floor = said.get("floor")
+    words = (f"{NOT_IN_DOCUMENTS} The answer is the closest the passages read give ({sufficiency_words(said)})."
+             if low else f"The passages read seem to hold the answer (sufficiency {said['value']:.2f}"
+             + (f", floor {floor:.2f})." if isinstance(floor, (int, float)) else ")."))
+    return {"value": said["value"], "floor": floor, "low": low, "source": said.get("source") or "", "words": words}
 
 
 def _confidence(record: Mapping[str, Any]) -> float | None:
@@ -255,6 +291,13 @@ def _verdicts(c: Mapping[str, Any]) -> dict[str, Any]:
     names = [n for n in named if n in VERDICTS] if isinstance(named, list) else not_judged_names(c, _details(c))
     out: dict[str, Any] = {v: None if v in names else c.get(v) for v in VERDICTS}
     out["not_judged"] = names
+    read = c.get("verdicts") if isinstance(c.get("verdicts"), Mapping) else {}
+    # Each verdict's value and the reader that gave it (a probability for a fitted head).
+    out["values"] = {k: v.get("value") for k, v in read.items()
+                     if k in VERDICTS and k not in names and isinstance(v, Mapping)
+                     and isinstance(v.get("value"), (int, float))}
+    out["sources"] = {k: str(v.get("source") or "") for k, v in read.items()
+                      if k in VERDICTS and k not in names and isinstance(v, Mapping)}
     return out
 
 

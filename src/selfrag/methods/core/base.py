@@ -192,15 +192,20 @@ class Method(ABC):
         the method's own retriever, else the question's own contexts.
         """
         q = as_question(question)
-        run = Run(self.llm, self._resolve_retriever(q, corpus), dict(self.llm_params))
-        # The documents came with the question (a dataset's own contexts), not from a corpus.
-        run.own_evidence = corpus is None and self.retriever is None and bool(q.contexts)
+        run = self.start(q, corpus)
         if self.augmentations is None:
             outcome = await self._answer(q, run)
         else:
             session = self.augmentations.start(self.llm, q, run)
             outcome = await session.finish(run, await self._answer(q, run))
         return self._response(run, outcome, q)
+
+    def start(self, question: Question, corpus: Retriever | Sequence[Document] | None = None) -> Run:
+        """The run that answers ``question``: the LLM, the retriever :meth:`answer` would use, no step yet."""
+        run = Run(self.llm, self._resolve_retriever(question, corpus), dict(self.llm_params))
+        # The documents came with the question (a dataset's own contexts), not from a corpus.
+        run.own_evidence = corpus is None and self.retriever is None and bool(question.contexts)
+        return run
 
     def _response(self, run: Run, outcome: Outcome, question: Question) -> RAGResponse:
         steps = run.steps()

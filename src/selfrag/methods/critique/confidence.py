@@ -82,6 +82,14 @@ def mean_logprob(step: StepRecord | None) -> float | None:
     return sum(t.logprob for t in gen.logprobs) / len(gen.logprobs)
 
 
+def least_logprob(step: StepRecord | None) -> float | None:
+    """The lowest log-probability among a step's reply tokens (None when the backend gave none)."""
+    gen = None if step is None else step.gen
+    if gen is None or not gen.logprobs:
+        return None
+    return min(t.logprob for t in gen.logprobs)
+
+
 def contained(answer: str, docs: Sequence[Document]) -> float | None:
     """The share of the answer's normalised words that occur in the passages (None: no word, or no passage)."""
     words = normalize_answer(answer).split()

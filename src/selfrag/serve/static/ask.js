@@ -40,7 +40,10 @@
   }
 
   function showAnswer(data) {
-    $("answer").textContent = data.answer_with_citations || data.answer;
+    const low = data.view && data.view.sufficiency && data.view.sufficiency.low;
+    // The first line says when the passages read do not seem to hold the answer (as selfrag ask does).
+    $("answer").textContent = (low ? "The documents do not seem to say. Closest: " : "") +
+      (data.answer_with_citations || data.answer);
     const cites = window.SR.clear($("citations"));
     if ((data.citations || []).length) {
       cites.append(el("span", { class: "muted small", text: "cites " }));

@@ -28,23 +28,30 @@
       text: kind + ": not judged" });
   }
 
-  function badge(kind, value, missing) {
-    if ((missing || []).includes(kind)) return notJudged(kind);
+  function badge(kind, value, item) {
+    if ((item.not_judged || []).includes(kind)) return notJudged(kind);
     if (value === null || value === undefined || value === "") return null;
-    return el("span", { class: "badge " + kind + " " + labelClass(kind, value), title: kind, text: kind + ": " + value });
+    // A verdict read as a probability shows it; the tooltip names the reader that gave it.
+    const p = (item.values || {})[kind];
+    const source = (item.sources || {})[kind];
+    return el("span", { class: "badge " + kind + " " + labelClass(kind, value),
+      title: kind + (source ? " · " + source : ""),
+      text: kind + ": " + value + (typeof p === "number" ? " " + fmt.num(p, 2) : "") });
   }
 
   function verdicts(item) {
-    return el("div", { class: "badges" }, badge("relevance", item.relevance, item.not_judged),
-      badge("support", item.support, item.not_judged), utility(item.utility, item.not_judged));
+    return el("div", { class: "badges" }, badge("relevance", item.relevance, item),
+      badge("support", item.support, item), utility(item.utility, item));
   }
 
-  function utility(value, missing) {
-    if ((missing || []).includes("utility")) return notJudged("utility");
+  function utility(value, item) {
+    if ((item.not_judged || []).includes("utility")) return notJudged("utility");
     if (typeof value !== "number") return null;
+    const source = (item.sources || {}).utility;
     const pips = [];
     for (let i = 1; i <= 5; i++) pips.push(el("span", { class: "pip" + (i <= Math.round(value) ? " on" : "") }));
-    return el("span", { class: "utility", title: "utility " + fmt.num(value, 2) + " of 5" }, "utility", pips);
+    return el("span", { class: "utility", title: "utility " + fmt.num(value, 2) + " of 5" + (source ? " · " + source : "") },
+      "utility", pips);
   }
 
   function highlighted(text, spans) {
@@ -157,6 +164,11 @@
     if (view.abstained) root.append(el("p", { class: "banner", text: "The method abstained: not enough evidence to answer." }));
     if (view.without_documents) {
       root.append(el("p", { class: "banner without-documents", text: "Answered without your documents: " + view.without_documents + "." }));
+    }
+    if (view.sufficiency) {
+      // Whether the passages read seem to hold the answer; when not, said first and plainly.
+      root.append(el("p", { class: "banner sufficiency" + (view.sufficiency.low ? " low" : ""), id: "sufficiency",
+        title: view.sufficiency.source, text: view.sufficiency.words }));
     }
     if (view.confidence_words) {
       // How sure the answer is; a low value is said plainly, never only coloured.

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ....types import Candidate, Document, Question
 from ...core.concurrency import gather_in_order
 from ...core.trace import Run
-from ...critique.confidence import mean_logprob
+from ...critique.confidence import least_logprob, mean_logprob
 from ...critique.protocol import CriticSource
 from ...steps.evidence import Passages, rank_evidence
 from ...steps.joint_answer import joint_answer
@@ -65,6 +65,16 @@ class JudgeRelevance:
         self.plan = plan
 
     async def __call__(self, run: Run, state: State) -> None:
+        read = getattr(state.critic, "read_passages", None)
+        if read is not None:  # a critic that reads every passage's relevance without a call
+            state.verdicts = read(state.question, state.docs, state.scores)
+            state.relevance = [v.value for v in state.verdicts] or state.relevance
+            if state.verdicts:
+                run.note("judge_relevance", thought="Every passage's relevance, read from its evidence signals.",
+                         action_input=f"{len(state.docs)} passages",
+                         observation=", ".join(f"[{i}] {v.value:.2f}" for i, v in enumerate(state.verdicts, 1)),
+                         details={"relevance": [round(v.value or 0.0, 4) for v in state.verdicts],
+                                  "source": state.verdicts[0].source})
         if not state.critic.judges_first:
             return
         judged = state.docs[: self.plan.judged]
@@ -98,6 +108,8 @@ class Write:
                 verdicts = None
         forks = [state.forks[i - 1] if state.forks else run.fork() for i, _ in judged]
         joint_run = run.fork()
+        if layers := getattr(critic, "hidden_layers", ()):
+            joint_run.params = {**joint_run.params, "hidden": layers}  # read from the joint's own answer call
 
         def chains() -> list:
             return [_one(critic, fork, question, i, doc, state) for (i, doc), fork in zip(judged, forks, strict=True)]
@@ -115,7 +127,7 @@ class Write:
             if wants_joint:
                 state.joint, state.joint_context = results[len(judged)]
         run.join(*(state.forks or forks), joint_run)
-        if not critic.judges_first:
+        if not critic.judges_first and not state.verdicts:
             values = {c.indices[0]: c.value("relevance") for c in state.candidates if c.indices}
             state.relevance = [values.get(i) for i in range(1, len(docs) + 1)]
         state.none_relevant = critic.judges_first and not state.written
@@ -129,8 +141,12 @@ class Critique:
         self.plan = plan
 
     async def __call__(self, run: Run, state: State) -> None:
-        if self.plan.judge_joint and state.joint is not None:
+        free = getattr(state.critic, "judges_joint", False)  # a critic whose joint verdicts cost no call
+        if (self.plan.judge_joint or free) and state.joint is not None:
             await state.critic.judge(run, state.question, state.joint, state.joint_context)
+        if free:  # its one-passage candidates are judged here too, over the joint's passages
+            for candidate in state.candidates:
+                await state.critic.judge(run, state.question, candidate, state.joint_context)
 
 
 async def _one(critic: CriticSource, run: Run, question: Question, index: int, doc: Document,
@@ -150,8 +166,11 @@ async def _joint(run: Run, question: Question, passages: Passages, plan: Plan) -
                                                name=passages.name(), facts_first="yes_no", logprobs=True)
     step.details["passage_ids"] = [d.id for d in passages.docs]
     seq = mean_logprob(step)
+    least = least_logprob(step)
     return Candidate(text=answer, passages=passages.docs, indices=passages.indices, joint=True,
-                     seq=None if seq is None else round(seq, 6), score=0.0), context
+                     seq=None if seq is None else round(seq, 6), score=0.0,
+                     details={} if least is None else {"least_logprob": round(least, 6)},
+                     states=step.gen.hidden if step.gen is not None else None), context
 
 
 def _overrule(run: Run, state: State, joint: bool) -> bool:

@@ -8,9 +8,9 @@ config gets a one-line error that says what to write instead.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, PlainSerializer, field_validator
 
@@ -24,6 +24,8 @@ from .abstain import Rule, parse_rules
 class Critic(StrEnum):
     """Where the verdicts come from (methods/critique/: one source class each)."""
 
+    AUTO = "auto"  # fitted on a local model, prompted elsewhere
+    FITTED = "fitted"  # the model's fitted reflection heads, calibrated probabilities (selfrag critic fit)
     PROMPTED = "prompted"  # labels the model writes: one call answers and judges, one rates (seed 000)
     JSON = "json"  # one JSON verdict per call; irrelevant passages dropped before answering (seed 003)
     LABEL_PROBS = "label_probs"  # label-word probabilities by the paper's formulas (seed 002's critic)
@@ -88,7 +90,7 @@ _ALWAYS: dict[str, tuple] = {
 
 
 class SelfRAGConfig(MethodConfig):
-    critic: Critic = Critic.PROMPTED
+    critic: Critic = Critic.AUTO
     # look_first: with a corpus, retrieve first and decide from what was found (no call when the best
     # passage covers the question); with the question's own passages, use them without asking.
     # adaptive: the model decides from the question alone (one call, the paper's; the critic reads it).
@@ -109,6 +111,11 @@ class SelfRAGConfig(MethodConfig):
     # rule over the reflection signals), or a rule file `selfrag confidence fit` wrote (reflection with it).
     confidence: Annotated[str, BeforeValidator(_confidence)] = ConfidenceReading.REFLECTION.value
     max_context_tokens: int = Field(4000, ge=16)
+    # When the fitted sufficiency of the passages read is below this, the answer's first line says the
+    # documents do not seem to hold it ("fitted": the threshold the critic fit chose on its fitting
+    # questions; "off": always answer, the seeds' behaviour).
+    sufficiency_floor: Annotated[Annotated[float, Field(ge=0.0, le=1.0)] | Literal["fitted", "off"],
+                                 BeforeValidator(off_when_false)] = "fitted"
 
     RETIRED: ClassVar[dict[str, str]] = RETIRED
 

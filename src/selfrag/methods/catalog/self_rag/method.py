@@ -32,7 +32,7 @@ from ....types import ArchitectureType, Question
 from ...core.base import Method, Outcome
 from ...core.registry import register
 from ...core.trace import Run
-from ...critique.sources import SOURCES, make_critic
+from ...critique.sources import SOURCES, make_critic, resolve
 from . import abstain
 from .candidates import Critique, JudgeRelevance, Plan, Retrieve, Write
 from .conclude import Conclude, ReadConfidence
@@ -47,8 +47,9 @@ class SelfRAG(Method):
     name = "self_rag"
     description = (
         "Decide retrieval, judge the passages, write the joint answer over the best evidence (one-passage "
-        "candidates when it has none), critique, select, read how sure the answer is; critic: prompted, "
-        "json, label_probs or reflection_tokens."
+        "candidates when it has none), critique, select, read how sure the answer is and whether the passages "
+        "hold it; critic: auto (fitted heads on a local model), fitted, prompted, json, label_probs or "
+        "reflection_tokens."
     )
     type = ArchitectureType.AGENTIC
     config_section = "self_rag"
@@ -57,7 +58,7 @@ class SelfRAG(Method):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         cfg: SelfRAGConfig = self.config
-        strategy = SELECTIONS[cfg.selection](SOURCES[cfg.critic], self.llm)
+        strategy = SELECTIONS[cfg.selection](SOURCES[resolve(cfg.critic, self.llm)], self.llm)
         needs = abstain.needs(cfg.abstain)
         plan = Plan(judged=cfg.num_candidates, joint_passages=cfg.joint_passages,
                     on_demand=cfg.selection == Selection.JOINT_FIRST and abstain.CANDIDATES not in needs,
@@ -70,23 +71,27 @@ class SelfRAG(Method):
         self.critique = Critique(plan)
         self.select = Select(strategy, cfg.abstain, cfg.max_context_tokens)
         self.read_confidence = ReadConfidence(cfg.confidence_reading, cfg.confidence_file, cfg.max_context_tokens)
-        self.conclude = Conclude(cfg.critic.value, cfg.abstain, strategy)
+        self.conclude = Conclude(resolve(cfg.critic, self.llm), cfg.abstain, strategy, cfg.sufficiency_floor)
 
     async def _answer(self, question: Question, run: Run) -> Outcome:
+        return self.conclude(run, await self.reflect(question, run))
+
+    async def reflect(self, question: Question, run: Run) -> State:
+        """Every phase before the conclusion; the state they leave (what ``selfrag critic fit`` reads)."""
         state = State(question, make_critic(self.config.critic, self.llm, question,
                                             max_context_tokens=self.config.max_context_tokens,
                                             max_tokens=int(self.llm_params["max_tokens"])))
         if not await self.decide(run, state):
             state.retrieval_needed = False
             await answer_directly(run, state, "No retrieval needed; answer directly.")
-            return self.conclude(run, state)
+            return state
         await self.retrieve(run, state)
         await self.judge_relevance(run, state)
         await self.write(run, state)
         await self.critique(run, state)
         if state.none_relevant:
             await answer_directly(run, state, "No relevant documents; answer without context.")
-            return self.conclude(run, state)
+            return state
         await self.select(run, state)
         await self.read_confidence(run, state)
-        return self.conclude(run, state)
+        return state

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ....types import Candidate, Document, Question, Verdict
 from ...core.trace import Run
 from ...critique.confidence import Confidence
+from ...critique.fitted import Assessment
 from ...critique.protocol import CriticSource
 
 
@@ -35,6 +36,8 @@ class State:
     best: Candidate | None = None
     answer: str = ""
     confidence: Confidence | None = None
+    # What a fitted critic read of the answer (its sufficiency, confidence and utility verdicts).
+    assessment: Assessment | None = None
 
     @property
     def written(self) -> list[Candidate]:

@@ -1,0 +1,108 @@
+"""Readings for the fitted critic's study (issue 68): every question read as ``selfrag critic fit`` reads it.
+
+    python -m lab.critic_reads --llm llamacpp:PATH --set pool --set hotpotqa_next [--limit N]
+
+Each set's questions go through the default ``self_rag`` up to its conclusion
+with no heads (``selfrag.eval.critic_fit.Reader``): the passage signals, the
+answer, its readings and hidden states, and on every ``--candidates-every``-th
+question the one-passage candidates with their likelihood over the answer's
+passages. One line per question is appended to
+``results/runs/critic/<model>/<set>.jsonl`` as it is read, so a stopped
+reading resumes. The fits, the learning curves and the measures come from
+these files without another call (``python -m lab.critic_study``).
+
+``pool`` is the fitting pool (980 HotpotQA dev questions in no evaluation
+sample, gold removed from about half); the other sets are the quality
+benchmark's (``lab.quality_runs``), read at its sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.quality_runs import DATA, DATASETS, model_tag
+
+HERE = Path(__file__).resolve().parent
+RUNS = HERE / "results" / "runs" / "critic"
+POOL = DATA / "hotpotqa" / "hotpotqa_dev_pool_980.jsonl"
+
+
+@dataclass(frozen=True)
+class ReadSet:
+    name: str
+    kind: str
+    path: Path
+    n: int | None
+    remove_gold: float = 0.0
+    skip: int = 0
+
+
+def read_sets() -> dict[str, ReadSet]:
+    sets = {"pool": ReadSet("pool", "hotpotqa", POOL, None, 0.5)}
+    sizes = {"hotpotqa_yesno": None, "pubmedqa": 50, "mmlu_evidence": 50}
+    for name, d in DATASETS.items():
+        over = dict(o.split("=", 1) for o in d.overrides)
+        sets[name] = ReadSet(name, d.kind, d.path, sizes.get(name, 100), float(over.get("data.remove_gold", 0)),
+                             int(over.get("data.skip", 0)))
+    return sets
+
+
+def readings_path(tag: str, name: str) -> Path:
+    return RUNS / tag / f"{name}.jsonl"
+
+
+def say(message: str) -> None:
+    print(f"[critic] {message}", file=sys.stderr, flush=True)
+
+
+async def read_set(spec: str | None, s: ReadSet, limit: int | None, every: int) -> None:
+    from selfrag.assemble import build_backend, build_method
+    from selfrag.eval.critic_fit import Reader, hidden_layers, read_all, reading_config
+    from selfrag.eval.datasets import load_dataset
+
+    overrides = [f"data.skip={s.skip}"] if s.skip else []
+    cfg = reading_config(spec, s.kind, str(s.path), s.remove_gold, overrides)
+    sizes = [n for n in (s.n, limit) if n is not None]
+    dataset = load_dataset(cfg.data, limit=min(sizes) if sizes else None)
+    llm = build_backend(cfg)
+    reader = Reader(build_method(cfg, llm, None), hidden_layers(llm), candidates_every=every)
+    path = readings_path(model_tag(spec), s.name)
+    started = time.perf_counter()
+
+    def tick(done: int | None, total: int | None, record: dict | None) -> None:
+        if record is not None and (done % 10 == 0 or done == total):
+            rate = (time.perf_counter() - started) / max(1, done - first[0])
+            say(f"{s.name}: {done}/{total} read ({rate:.1f} s/question this session)")
+        elif record is None and done is not None:
+            first[0] = done
+
+    first = [0]
+    try:
+        read = await read_all(reader, dataset.questions, path, tick)
+    finally:
+        await llm.aclose()
+    say(f"{s.name}: {read} read now; {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    sets = read_sets()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--llm", default=None, help="backend spec (default: the embedded model)")
+    parser.add_argument("--set", dest="sets", action="append", required=True, choices=sorted(sets))
+    parser.add_argument("--limit", type=int, default=None, help="read at most the first N of each set")
+    parser.add_argument("--candidates-every", type=int, default=None,
+                        help="one-passage candidates on every K-th question (default: 4 on the pool, 1 elsewhere)")
+    args = parser.parse_args(argv)
+    for name in args.sets:
+        every = args.candidates_every or (4 if name == "pool" else 1)
+        asyncio.run(read_set(args.llm, sets[name], args.limit, every))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,111 @@
+"""The fitted critic's report (``lab.critic_study``): its tables and its risk-coverage plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lab.machine import machine_lines
+from selfrag.eval.critic_fit import FLAGGED
+
+RESAMPLES = 1000  # lab.critic_study's bootstrap resamples, named in the report
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def interval(value: Any) -> str:
+    return "–" if not value else f"[{value[0]:+.3f}, {value[1]:+.3f}]"
+
+
+BASELINES = {"relevance": ("evidence prior", "evidence prior"), "support": ("likelihood", "likelihood"),
+             "sufficiency": ("packaged confidence", "sequence prob."),
+             "answerable": ("packaged confidence", "sequence prob."),
+             "confidence": ("packaged confidence", "sequence prob.")}
+
+
+def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
+    lines = ["# The fitted critic (reflection heads), measured", "",
+             "Written by `python -m lab.critic_study` from the readings of `lab.critic_reads` (no model call "
+             "here). Fitted on the fitting pool only (HotpotQA dev, 980 questions in no evaluation sample; gold "
+             "removed from about half); measured on the evaluation sets below, which no fit saw. Labels: a passage "
+             "is relevant when its title is a supporting title; an answer is right at F1 >= 0.5; the passages "
+             "read are sufficient when the question kept its gold and the answer read a gold paragraph; "
+             "*answerable* scores the sufficiency head against whether the gold was removed at all. Intervals: "
+             f"95% paired bootstrap over questions ({RESAMPLES} resamples) of head AUROC minus the baseline's.", "",
+             *machine_lines(env), ""]
+    for rep in reports:
+        fit = rep["fit"]
+        lines += [f"## {rep['model']}", "",
+                  f"Fitted on {rep['pool']} pool questions; sufficiency floor {fit['threshold']:.3f} (at most "
+                  f"{FLAGGED:.0%} of answerable pool questions below it, out of fold); hidden layers read: "
+                  f"{fit['layers'] or 'none'}.", "",
+                  "| head | examples | positives | CV AUROC | CV ECE | hidden state |", "|---|---|---|---|---|---|"]
+        for name, h in fit["heads"].items():
+            lines.append(f"| {name} | {h['n']} | {h['positives']} | {fmt(h.get('cv_auroc'))} | "
+                         f"{fmt(h.get('cv_ece'))} | {h['hidden'] or 'none'} |")
+        lines += ["", "| set | head | questions | items | AUROC | ECE | baseline | its AUROC | Δ [95% CI] | "
+                  "baseline 2 | its AUROC | Δ [95% CI] |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for name, s in rep["sets"].items():
+            for head, m in s["heads"].items():
+                b1, b2 = BASELINES[head]
+                lines.append(f"| {name} | {head} | {m['questions']} | {m['n']} | {fmt(m['auroc'])} | {fmt(m['ece'])} | "
+                             f"{b1} | {fmt(m['baseline_auroc'])} | {interval(m['baseline_interval'])} | {b2} | "
+                             f"{fmt(m['baseline2_auroc'])} | {interval(m['baseline2_interval'])} |")
+        lines += ["", "Sufficiency at the fitted floor: the answer's first line says the documents do not seem "
+                  "to hold it. Truthful: +1 right, 0 said so, -1 wrong; against always answering.", "",
+                  "| set | n | gold removed | said so: gold removed | said so: answerable | truthful | always "
+                  "answering | Δ [95% CI] |", "|---|---|---|---|---|---|---|---|"]
+        for name, s in rep["sets"].items():
+            x = s["said"] or s["said_answerable"]
+            if x is None:
+                continue
+            d = x["truthful_diff"]
+            lines.append(f"| {name} | {x['n']} | {x['gold_removed']} | {fmt(x['flagged_gold_removed'])} | "
+                         f"{fmt(x['flagged_answerable'])} | {x['truthful']:+.3f} | {x['truthful_always']:+.3f} | "
+                         f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] |")
+        lines += ["", "Answers (the default `self_rag`'s, the joint over the evidence-ranked passages) against "
+                  "`vanilla_rag_evidence`'s recorded answers to the same questions; seconds per question of the "
+                  "default's calls as read here (the reading less the study's one-passage candidates).", "",
+                  "| set | n | F1 | vanilla_rag_evidence F1 | Δ [95% CI] | s/q (default) | s/q (reading) |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, s in rep["sets"].items():
+            v, t = s["vanilla"], s["seconds"] or {}
+            if v is None:
+                continue
+            d = v["diff"]
+            lines.append(f"| {name} | {v['n']} | {v['f1']:.3f} | {v['vanilla_f1']:.3f} | {d['diff']:+.3f} "
+                         f"[{d['lo']:+.3f}, {d['hi']:+.3f}] | {fmt(t.get('default'), 1)} | {fmt(t.get('reading'), 1)} |")
+        lines += ["", "Learning curve: AUROC on each set (mean ± sd over random pool subsets; the whole pool "
+                  "once).", "", "| fitted on | set | " + " | ".join(BASELINES) + " |",
+                  "|---|---|" + "---|" * len(BASELINES)]
+        for n, per in rep["curve"].items():
+            for name, heads in per.items():
+                cells = [f"{v[0]:.3f} ± {v[1]:.3f}" if (v := heads.get(h)) else "–" for h in BASELINES]
+                lines.append(f"| {n} | {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(reports: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(rep["model"], name, s["coverage"]) for rep in reports for name, s in rep["sets"].items()
+              if name in ("hotpotqa_next", "hotpotqa_mix_next") and s["coverage"]]
+    if not panels:
+        return
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    for ax, (model, name, cov) in zip(axes[0], panels, strict=True):
+        for label, c in cov.items():
+            xs, ys = zip(*c["curve"], strict=True)
+            ax.plot(xs, ys, label=f"{label} (area {c['area']:.3f})")
+        ax.set_title(f"{model}\n{name}", fontsize=9)
+        ax.set_xlabel("coverage (most confident answers kept)")
+        ax.set_ylabel("share right among those kept")
+        ax.legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)

@@ -1,0 +1,179 @@
+"""The fitted critic: fitting its heads, finding a model's fit by SHA-256, and `selfrag critic fit` for real."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from selfrag.cli.main import main
+from selfrag.errors import ConfigError, DataError
+from selfrag.eval.critic_fit import fit_critic, load_readings, summary_lines
+from selfrag.llm.model_files import file_sha256
+from selfrag.methods.critique.fits import critic_dir, forget, load_fit
+from selfrag.reflection.critic_fit import CriticFit, packaged
+
+
+def _records(n: int, seed: int = 0) -> list[dict]:
+    """Readings of ``n`` questions whose labels follow known rates: an answer with seq -0.2 is right 80% of
+    the time and one with seq -2.0 20%; a question keeps its gold (and reads it) when named_read is 1, and
+    never otherwise; a passage is relevant 70% of the time at prior 0.9, 10% at prior 0.1."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        sure = i % 2 == 0
+        answerable = i % 3 != 0
+        passages = [{"prior": p, "score_share": 0.5, "named": 0.0, "linked": 0.0, "inv_rank": 1.0,
+                     "relevant": bool(rng.random() < (0.7 if p > 0.5 else 0.1))} for p in (0.9, 0.1, 0.1)]
+        out.append({
+            "id": f"q{i}", "answerable": answerable, "passages": passages, "seconds": 1.0, "answer": "x",
+            "joint": True, "read": [1, 2], "right": bool(rng.random() < (0.8 if sure else 0.2)),
+            "sufficient": answerable,
+            "readings": {"seq": -0.2 if sure else -2.0, "named_read": 1.0 if answerable else 0.0},
+            "states": {}, "candidates": [{"joint": True, "likelihood": -0.2 if sure else -2.0,
+                                          "right": bool(rng.random() < (0.8 if sure else 0.2))}],
+        })
+    return out
+
+
+def test_fitted_heads_match_the_rates_they_were_fitted_on():
+    fit = fit_critic(_records(1200), model="m.gguf", sha256="ab" * 32, layers=())
+    conf = fit.head("confidence")
+    assert conf.probability({"seq": -0.2, "named_read": 1.0}) == pytest.approx(0.8, abs=0.05)
+    assert conf.probability({"seq": -2.0, "named_read": 1.0}) == pytest.approx(0.2, abs=0.05)
+    rel = fit.head("relevance")
+    assert rel.probability({"prior": 0.9, "score_share": 0.5, "named": 0.0, "linked": 0.0, "inv_rank": 1.0}) \
+        == pytest.approx(0.7, abs=0.06)
+    assert fit.head("support").probability({"likelihood": -0.2}) == pytest.approx(0.8, abs=0.06)
+    suff = fit.head("sufficiency")
+    assert suff.probability({"named_read": 1.0, "seq": -1.1}) > 0.9 > 0.1 > suff.probability(
+        {"named_read": 0.0, "seq": -1.1})
+    # The floor flags at most about 8% of the answerable fitting questions, and here every gold-removed one.
+    assert fit.meta["floor"]["flagged_answerable"] <= 0.1 and fit.meta["floor"]["flagged_unanswerable"] == 1.0
+    lines = summary_lines(fit)
+    assert lines[0].startswith("relevance: 3600 examples") and "sufficiency floor" in lines[-1]
+
+
+def test_a_fit_survives_its_file(tmp_path):
+    fit = fit_critic(_records(200), model="m.gguf", sha256="cd" * 32, layers=())
+    fit.write(tmp_path / "fit.json")
+    back = CriticFit.read(tmp_path / "fit.json")
+    assert back.threshold == fit.threshold and set(back.heads) == set(fit.heads)
+    assert back.head("confidence").probability({"seq": -0.2}) == pytest.approx(
+        fit.head("confidence").probability({"seq": -0.2}))
+
+
+def test_readings_without_labels_say_what_is_missing():
+    bare = [{"id": "q", "answerable": True, "passages": [], "answer": None}]
+    with pytest.raises(DataError, match="supporting_titles"):
+        fit_critic(bare, model="m", sha256="", layers=())
+
+
+def _model_file(tmp_path: Path, name: str = "m.gguf") -> SimpleNamespace:
+    path = tmp_path / name
+    path.write_bytes(b"not really a model " + name.encode())
+    return SimpleNamespace(spec=f"llamacpp:{path}", model_path=path)
+
+
+def test_a_model_s_fit_is_found_by_the_sha256_of_its_file(tmp_path):
+    llm = _model_file(tmp_path)
+    fit = fit_critic(_records(200), model="m.gguf", sha256=file_sha256(llm.model_path), layers=())
+    fit.write(critic_dir() / f"{fit.sha256}.json")
+    found, origin = load_fit(llm)
+    assert origin == str(critic_dir() / f"{fit.sha256}.json") and found.threshold == fit.threshold
+    # Renamed or moved, the same file finds the same fit.
+    moved = tmp_path / "elsewhere.gguf"
+    llm.model_path.rename(moved)
+    forget()
+    assert load_fit(SimpleNamespace(spec="x", model_path=moved))[1] == origin
+
+
+def test_a_model_without_a_fit_uses_the_packaged_defaults_and_says_so_once(tmp_path, caplog):
+    llm = _model_file(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="selfrag"):
+        first = load_fit(llm)
+        second = load_fit(llm)
+    assert first[1] == second[1] == "packaged defaults" and first[0].heads
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert f"fit one with `selfrag critic fit --llm llamacpp:{llm.model_path}`" in warnings[0]
+
+
+@pytest.mark.parametrize("content", ["{not json", "[]", '{"format": 1, "heads": {}}', '{"format": 99}'])
+def test_a_damaged_fit_file_means_the_defaults_and_one_warning(tmp_path, caplog, content):
+    llm = _model_file(tmp_path)
+    (critic_dir() / f"{file_sha256(llm.model_path)}.json").write_text(content, encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="selfrag"):
+        fit, origin = load_fit(llm)
+        load_fit(llm)
+    assert origin == "packaged defaults" and fit.heads
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and f"fit it again with `selfrag critic fit --llm {llm.spec}`" in warnings[0]
+
+
+def test_the_packaged_fits_are_readable():
+    default = packaged("default.json")
+    assert default is not None and {"relevance", "support", "sufficiency", "confidence"} <= set(default.heads)
+    assert 0 < default.threshold < 1
+
+
+def test_the_embedded_model_has_a_packaged_fit():
+    from selfrag.llm.model_files import default_model_path
+
+    try:
+        path = default_model_path()
+    except ConfigError:
+        pytest.skip("the embedded model's package is not installed")
+    fit, origin = load_fit(SimpleNamespace(spec="llamacpp", model_path=path))
+    assert origin == "packaged fit" and fit.sha256 == file_sha256(path)
+
+
+@pytest.mark.model
+def test_critic_fit_on_the_embedded_model_writes_a_fit_that_self_rag_then_reads(tmp_path, capsys):
+    """`selfrag critic fit` on four questions of the shipped pool sample, with the real embedded model; a
+    second run reads nothing again, a torn last line is read again; `selfrag ask` then reads the new fit."""
+    args = ["critic", "fit", "--data", "sample:hotpotqa_fit", "--limit", "4", "--no-progress"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    fits = sorted(critic_dir().glob("*.json"))
+    assert len(fits) == 1 and f"wrote {fits[0]} (4 questions" in out and "read 4 questions now" in out
+    readings = next(critic_dir().glob("*.readings.jsonl"))
+    records = load_readings(readings)
+    assert len(records) == 4 and all(r["passages"] and "readings" in r for r in records)
+    assert all(len(r["states"]["prompt"]) == 3 for r in records)  # hidden states of three layers
+    fit = CriticFit.read(fits[0])
+    assert fit.sha256 == fits[0].stem and fit.meta["questions"] == 4
+
+    assert main(args) == 0
+    assert "read 0 questions now" in capsys.readouterr().out
+    text = readings.read_text(encoding="utf-8")
+    readings.write_text(text[: text.rstrip("\n").rfind("\n") + 1] + text.splitlines()[-1][:40], encoding="utf-8")
+    assert main(args) == 0
+    assert "read 1 questions now" in capsys.readouterr().out
+    assert len(load_readings(readings)) == 4
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "town.md").write_text("# Millbrook\n\nThe Millbrook town hall was built in 1872 by Sara Quill.\n")
+    assert main(["ask", "Who built the Millbrook town hall?", "--docs", str(docs), "--json"]) == 0
+    reply = json.loads(capsys.readouterr().out)
+    sources = {v["source"] for c in reply["candidates"] for v in c["verdicts"].values()}
+    assert sources and all(str(fits[0]) in s for s in sources)
+    assess = next(s for s in reply["reasoning_chain"] if s["action"] == "assess")
+    assert assess["details"]["fit"] == str(fits[0])
+    if "sufficiency" in fit.heads:  # four questions may not hold both of its labels
+        assert reply["details"]["sufficiency"]["source"].endswith(f"({fits[0]})")
+
+
+def test_critic_fit_refuses_bad_input_in_one_line(tmp_path, capsys):
+    assert main(["critic", "fit", "--data", str(tmp_path / "none.jsonl")]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no such file" in err[0]
+    assert main(["critic", "fit", "--remove-gold", "2"]) != 0
+    assert "--remove-gold 2.0: give a share between 0 and 1" in capsys.readouterr().err
+    assert main(["critic", "fit", "--llm", "openai:gpt-4o-mini@http://127.0.0.1:9", "--limit", "1"]) != 0
+    assert "a critic is fitted for a local model file" in capsys.readouterr().err
