@@ -77,6 +77,23 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
             d = v["diff"]
             lines.append(f"| {name} | {v['n']} | {v['f1']:.3f} | {v['vanilla_f1']:.3f} | {d['diff']:+.3f} "
                          f"[{d['lo']:+.3f}, {d['hi']:+.3f}] | {fmt(t.get('default'), 1)} | {fmt(t.get('reading'), 1)} |")
+        lines += ["", "The readings that cost a call: AUROC of sufficiency (gold read / gold removed) and confidence "
+                  "when the fit lacks them.", "", "| fit without | set | sufficiency | answerable | confidence |",
+                  "|---|---|---|---|---|"]
+        for name, per in (rep.get("ablation") or {}).items():
+            for s_name, heads in per.items():
+                lines.append(f"| {name} | {s_name} | {fmt(heads.get('sufficiency'))} | {fmt(heads.get('answerable'))} "
+                             f"| {fmt(heads.get('confidence'))} |")
+        sel = rep.get("selection") or {}
+        if sel.get("sets"):
+            lines += ["", "One-passage candidates when the joint is doubtful: the candidate the support head rates "
+                      f"highest whenever the joint's support is below {sel['chosen']:.2f} (the floor with the most "
+                      "right answers on the pool's questions with candidates), against always the joint.", "",
+                      "| set | questions | share right | joint always | Δ [95% CI] |", "|---|---|---|---|---|"]
+            for name, x in sel["sets"].items():
+                d = x["diff"]
+                lines.append(f"| {name} | {x['n']} | {x['right']:.3f} | {x['joint_right']:.3f} | {d['diff']:+.3f} "
+                             f"[{d['lo']:+.3f}, {d['hi']:+.3f}] |")
         lines += ["", "Learning curve: AUROC on each set (mean ± sd over random pool subsets; the whole pool "
                   "once).", "", "| fitted on | set | " + " | ".join(BASELINES) + " |",
                   "|---|---|" + "---|" * len(BASELINES)]

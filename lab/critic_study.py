@@ -243,7 +243,59 @@ def model_report(model: str) -> dict[str, Any] | None:
             "coverage": coverage(groups.get("confidence") or []),
         }
     report["curve"] = learning_curve(pool, sets, model)
+    report["ablation"] = ablation(pool, sets, model)
+    report["selection"] = selection(fit, pool, sets)
     return report
+
+
+def without(records: Sequence[dict[str, Any]], drop: Sequence[str]) -> list[dict[str, Any]]:
+    """The records with some answer readings removed (what a fit without their calls would see)."""
+    return [{**r, "readings": {k: v for k, v in (r.get("readings") or {}).items() if k not in drop}} for r in records]
+
+
+ABLATIONS = {"no P(True)": ("p_true",), "no lift": ("lift",), "neither (no extra call)": ("p_true", "lift")}
+
+
+def ablation(pool: Sequence[dict[str, Any]], sets: dict[str, list], model: str) -> dict[str, Any]:
+    """Sufficiency and confidence AUROC on each set when the fit lacks the readings that cost a call."""
+    out: dict[str, Any] = {}
+    for name, drop in ABLATIONS.items():
+        fit = fit_on(without(pool, drop), model)
+        out[name] = {s: {head: auroc(*_flat(g, 0)) for head, g in items(fit, without(recs, drop)).items()
+                         if head in ("sufficiency", "answerable", "confidence") and g}
+                     for s, recs in sets.items()}
+    return out
+
+
+def doubt_policy(fit: Any, records: Sequence[dict[str, Any]], floor: float) -> list[float]:
+    """Per question with candidates: 1 if the chosen answer is right, choosing the candidate the support head
+    rates highest whenever the joint's support is below ``floor`` (0: always the joint)."""
+    head = fit.head("support")
+    out = []
+    for r in records:
+        cands = [c for c in r.get("candidates") or [] if c.get("likelihood") is not None and c.get("right") is not None]
+        joint = next((c for c in cands if c["joint"]), None)
+        if head is None or joint is None or len(cands) < 2:
+            continue
+        p = {id(c): head.probability({"likelihood": c["likelihood"]}) for c in cands}
+        chosen = max(cands, key=lambda c: p[id(c)]) if p[id(joint)] < floor else joint
+        out.append(1.0 if chosen["right"] else 0.0)
+    return out
+
+
+def selection(fit: Any, pool: Sequence[dict[str, Any]], sets: dict[str, list]) -> dict[str, Any]:
+    """One-passage candidates when the joint is doubtful: the support floor chosen on the pool's questions
+    with candidates (share right), then the share right on each set against always the joint."""
+    grid = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 1.01]
+    on_pool = {t: float(np.mean(v)) if (v := doubt_policy(fit, pool, t)) else 0.0 for t in grid}
+    best = max(grid, key=lambda t: (on_pool[t], -t))
+    out = {"pool": on_pool, "chosen": best, "sets": {}}
+    for name, recs in sets.items():
+        mine, joint = doubt_policy(fit, recs, best), doubt_policy(fit, recs, 0.0)
+        if mine:
+            out["sets"][name] = {"n": len(mine), "right": float(np.mean(mine)), "joint_right": float(np.mean(joint)),
+                                 "diff": paired_bootstrap(mine, joint)}
+    return out
 
 
 def coverage(groups: Sequence[Sequence[tuple]]) -> dict[str, Any]:

@@ -39,6 +39,7 @@ ENTRY_POINTS: list[tuple[str, list[str] | None]] = [
     ("milvus_scale", None),  # about an hour: Milvus Lite and in-process dense up to 1M passages
 ]
 NOT_RUN = {
+    "critic_new_user": "asks a benchmark GGUF over lab/new_user_docs (--llm llamacpp:PATH.gguf)",
     "critic_reads": "hours per benchmark model: reads the fitting pool and the evaluation sets (--llm, --set; "
                     "lab/README.md)",
     "llama_build": "needs two llama-cpp-python builds, each in its own Python environment (--build NAME=PYTHON)",

@@ -88,7 +88,7 @@ def test_methods_lists_registered_methods(capsys):
     by_name = {r["name"]: r for r in rows}
     # Defaults are JSON values, nested sections as objects (not Python reprs).
     assert by_name["self_rag"]["config"]["num_candidates"] == 3
-    assert by_name["self_rag"]["config"]["critic"] == "prompted"
+    assert by_name["self_rag"]["config"]["critic"] == "auto"
     assert by_name["self_rag"]["config"]["abstain"] == []
     assert by_name["self_rag_critic"]["config"]["adaptive"]["threshold"] == 0.2
 

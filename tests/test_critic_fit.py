@@ -177,3 +177,17 @@ def test_critic_fit_refuses_bad_input_in_one_line(tmp_path, capsys):
     assert "--remove-gold 2.0: give a share between 0 and 1" in capsys.readouterr().err
     assert main(["critic", "fit", "--llm", "openai:gpt-4o-mini@http://127.0.0.1:9", "--limit", "1"]) != 0
     assert "a critic is fitted for a local model file" in capsys.readouterr().err
+
+
+def test_critic_show_says_which_fit_a_model_gets(tmp_path, capsys):
+    llm = _model_file(tmp_path)
+    assert main(["critic", "show", "--llm", llm.spec]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{llm.spec}: packaged defaults") and "relevance:" in out and "sufficiency floor" in out
+    fit = fit_critic(_records(200), model="m.gguf", sha256=file_sha256(llm.model_path), layers=())
+    fit.write(critic_dir() / f"{fit.sha256}.json")
+    forget()
+    assert main(["critic", "show", "--llm", llm.spec, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["origin"] == str(critic_dir() / f"{fit.sha256}.json") and shown["sha256"] == fit.sha256
+    assert set(shown["heads"]) == {"relevance", "support", "sufficiency", "confidence"}

@@ -23,9 +23,10 @@ often as sufficient ones.
 signals, support from the likelihood, sufficiency and confidence from the
 answer's readings, each joined by one hidden state's principal directions
 when cross-validation says it helps (every recorded layer and position is
-tried; one is kept only when it adds at least :data:`HIDDEN_GAIN` to the
-cross-validated AUROC). The sufficiency floor is the out-of-fold probability
-below which :data:`FLAGGED` of the answerable fitting questions fall.
+tried, given :data:`MIN_PER_CLASS` examples of each label; one is kept only
+when it adds at least :data:`HIDDEN_GAIN` to the cross-validated AUROC).
+The sufficiency floor is the out-of-fold probability below which
+:data:`FLAGGED` of the answerable fitting questions fall.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from .metrics import best_over, f1_score
 RIGHT_F1 = 0.5  # an answer at least this close to a gold one counts as right
 HIDDEN_GAIN = 0.01  # a hidden state joins a head only when it adds this much cross-validated AUROC
 DIRECTIONS = 8  # principal directions of a hidden state a head reads
+MIN_PER_CLASS = 5 * DIRECTIONS  # a hidden state is tried only with this many examples of each label
 FLAGGED = 0.08  # the share of answerable fitting questions the sufficiency floor may flag
 POSITIONS = ("prompt", "answer")
 
@@ -229,6 +231,8 @@ def fit_answer_head(name: str, records: Sequence[dict[str, Any]], label: str, la
     labels = [bool(r[label]) for r in records]
     best = fit_head(name, rows, labels, ANSWER, seed=seed)
     tried = {"readings": best.report["cv_auroc"]}
+    if min(sum(labels), len(labels) - sum(labels)) < MIN_PER_CLASS:
+        return best, tried  # too few of one label to fit directions of a hidden state
     for where in POSITIONS:
         for layer in layers:
             states = [_state(r, where, layer) for r in records]

@@ -44,9 +44,11 @@ def note_selection(run: Run, rule: str, candidates: list[Candidate], index: int,
     best = candidates[index]
     source = "all relevant passages" if best.joint else (
         f"'{best.passage.title or best.passage.id}'" if best.passage else "-")
-    verdicts = why or (f"utility={shown(judged_value(best, 'utility'))}, "
-                       f"support={shown(judged_value(best, 'support'))}, "
-                       f"relevance={shown(judged_value(best, 'relevance'))}, score={best.score:g}")
+    # The verdicts read so far (a fitted critic reads the answer's utility after the selection); one whose
+    # reply held none says "not judged".
+    read = [f"{name}={shown(judged_value(best, name))}" for name in ("utility", "support", "relevance")
+            if name in best.verdicts]
+    verdicts = why or ", ".join([*read, f"score={best.score:g}"])
     run.note(
         "select_best",
         thought=rule,
