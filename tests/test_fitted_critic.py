@@ -122,3 +122,13 @@ def test_the_page_and_the_openai_reply_say_it_first():
     assert candidate["not_judged"] == [] and candidate["values"]["support"] == pytest.approx(0.7311, abs=1e-4)
     content = reply["choices"][0]["message"]["content"]
     assert content.splitlines()[0] == "The documents do not seem to say. Closest: 93 degrees [1]"
+
+
+async def test_a_run_counts_the_answers_that_said_the_documents_do_not_hold_them():
+    from selfrag.eval.scoring import question_metrics
+
+    question = Question(id="q", text=QUESTION, answers=("93 degrees",))
+    said = question_metrics(question, await answer(sufficiency=-3.0), 2)
+    plain = question_metrics(question, await answer(sufficiency=3.0), 2)
+    assert (said["said_insufficient"], plain["said_insufficient"]) == (1.0, 0.0)
+    assert said["f1"] == plain["f1"] == 1.0  # the answer is the same; only its first line differs

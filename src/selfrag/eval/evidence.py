@@ -26,7 +26,7 @@ from .metrics import normalize_answer
 # An open answer counts as correct from this token F1 on (see is_correct).
 CORRECT_F1 = 0.5
 # Summary order of the metrics this module defines.
-ABSTENTION_METRICS = ("abstention", "answered_accuracy", "truthfulness", "withheld_correct")
+ABSTENTION_METRICS = ("abstention", "answered_accuracy", "truthfulness", "withheld_correct", "said_insufficient")
 EVIDENCE_METRICS = ("evidence_precision", "evidence_recall", "evidence_f1", "joint_f1", "answer_in_citations")
 # Answers that say nothing a passage could contain.
 _UNCHECKABLE = {"yes", "no", "noanswer"}

@@ -24,6 +24,8 @@ DEFINITIONS: dict[str, str] = {
     "answered_accuracy": "over the questions answered (not abstained): 1 if correct (accuracy 1, else F1 >= 0.5)",
     "truthfulness": "+1 correct, 0 abstained, -1 wrong (correct: accuracy 1, else F1 >= 0.5; stricter than match)",
     "withheld_correct": "over abstentions: 1 if the withheld answer would have been correct",
+    "said_insufficient": "1 if the answer's first line said the documents do not seem to hold it (the fitted "
+                         "sufficiency below its floor), else 0; only where the sufficiency was read",
     "evidence_precision": "share of the cited passages that are gold paragraphs",
     "evidence_recall": "share of the gold paragraphs that are cited",
     "evidence_f1": "F1 of evidence precision and recall (0 when nothing is cited)",

@@ -221,9 +221,9 @@ COMPARE_HEADERS = ("run", "method", "retriever", "model", "n", "EM", "F1", "accu
 
 
 GROUNDING_HEADERS = ("run", "method", "questions", "n", "F1", "abstain", "answered acc", "truthful",
-                     "withheld right", "evidence F1", "joint F1", "answer cited")
-GROUNDING_KEYS = ("f1", "abstention", "answered_accuracy", "truthfulness", "withheld_correct", "evidence_f1",
-                  "joint_f1", "answer_in_citations")
+                     "withheld right", "said not in docs", "evidence F1", "joint F1", "answer cited")
+GROUNDING_KEYS = ("f1", "abstention", "answered_accuracy", "truthfulness", "withheld_correct", "said_insufficient",
+                  "evidence_f1", "joint_f1", "answer_in_citations")
 
 
 def questions_label(s: dict[str, Any]) -> str:

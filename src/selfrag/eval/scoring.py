@@ -114,6 +114,9 @@ def grounding_metrics(question: Question, response: RAGResponse, answer: dict[st
     also gets ``withheld_correct``: 1.0 when that answer would have been correct.
     """
     out = abstention_scores(response.abstained, answer)
+    said = response.details.get("sufficiency")
+    if isinstance(said, dict) and not response.abstained:
+        out["said_insufficient"] = 1.0 if said.get("low") else 0.0
     if response.abstained:
         withheld = response.details.get("withheld_answer")
         if isinstance(withheld, str) and withheld.strip():
