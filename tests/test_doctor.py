@@ -139,6 +139,25 @@ def test_doctor_passes_on_a_good_install(tmp_path, monkeypatch, capsys):
     assert "SmolLM2" in names["embedded model"]["value"]
     for key in ("python", "selfrag", "llama-cpp-python", "torch", "cpu", "extras", "llm cache"):
         assert key in names
+    assert names["critic"]["value"] == "fitted heads: the fit shipped for it"  # the embedded model's
+
+
+def test_doctor_says_which_critic_a_model_gets(tmp_path):
+    from selfrag.doctor.checks import check_critic
+    from selfrag.llm.model_files import file_sha256
+    from selfrag.methods.critique.fits import critic_dir
+    from selfrag.reflection.critic_fit import packaged
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"a model file")
+    assert check_critic(f"llamacpp:{model}").value == \
+        "fitted heads: the packaged defaults (fit one with `selfrag critic fit`)"
+    own = critic_dir() / f"{file_sha256(model)}.json"
+    own.write_text("{}")
+    assert check_critic(f"llamacpp:{model}").value.startswith(f"fitted heads: the packaged defaults: critic fit {own}")
+    packaged("default.json").write(own)
+    assert check_critic(f"llamacpp:{model}").value == f"fitted heads: its own fit, {own}"
+    assert check_critic("openai:gpt-4o-mini").value.startswith("prompted")
 
 
 def test_doctor_with_a_crashing_llama_cpp_exits_nonzero_with_one_line(tmp_path):

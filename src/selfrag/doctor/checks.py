@@ -192,6 +192,23 @@ def check_caches() -> list[Check]:
     ]
 
 
+def check_critic(llm_spec: str | None) -> Check:
+    """Which fitted critic self_rag reads for the embedded model, or for ``--llm llamacpp:PATH``."""
+    from ..errors import ConfigError
+    from ..llm.factory import parse_spec
+    from ..llm.model_files import default_model_path
+    from ..methods.critique.fits import where
+
+    provider, target, _ = parse_spec(llm_spec)
+    if provider != "llamacpp":
+        return Check("critic", "prompted (the model's written labels: an API model gives no likelihoods to fit)")
+    try:
+        path = Path(target).expanduser() if target else default_model_path()
+        return Check("critic", f"fitted heads: {where(path)}")
+    except (OSError, ConfigError) as exc:
+        return Check("critic", f"unknown ({exc})")
+
+
 def check_llm(spec: str, *, timeout: float = 120.0) -> Check:
     """Whether the backend ``spec`` names answers a one-word prompt."""
     from ..llm.factory import create_backend, parse_spec
@@ -231,6 +248,7 @@ def run_checks(llm_spec: str | None = None, *, smoke: Callable[[], SmokeResult] 
         check_embedded_model(),
         check_smoke(smoke_result),
         *check_caches(),
+        check_critic(llm_spec),
     ]
     if llm_spec:
         checks.append(check_llm(llm_spec))

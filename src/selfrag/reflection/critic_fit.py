@@ -60,7 +60,7 @@ class CriticFit:
             return cls(heads, float(data["threshold"]), str(data.get("model", "")), str(data.get("sha256", "")),
                        tuple(int(x) for x in data.get("layers", ())), dict(data.get("meta") or {}))
         except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"{where}: not a critic fit ({exc})") from None
+            raise ConfigError(f"{where}: not readable as a fit ({exc})") from None
 
     @classmethod
     def read(cls, path: str | Path) -> CriticFit:
@@ -70,8 +70,8 @@ class CriticFit:
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise ConfigError(f"critic fit {file}: cannot be read ({exc.__class__.__name__})") from None
         if not isinstance(data, dict):
-            raise ConfigError(f"critic fit {file}: not a critic fit (not a JSON object)")
-        return cls.from_dict(data, str(file))
+            raise ConfigError(f"critic fit {file}: not readable as a fit (not a JSON object)")
+        return cls.from_dict(data, f"critic fit {file}")
 
     def write(self, path: str | Path) -> None:
         """Write through a rename, so a kill leaves the old file or the new one."""

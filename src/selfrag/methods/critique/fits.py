@@ -89,6 +89,20 @@ def installed(fit: CriticFit, origin: str) -> Iterator[None]:
         _installed.remove((fit, origin))
 
 
+def where(model_path: Path) -> str:
+    """Which fit a model file gets, in words, without reading it or warning (``selfrag doctor``)."""
+    sha256 = file_sha256(model_path)
+    if fit_path(sha256).is_file():
+        try:
+            CriticFit.read(fit_path(sha256))
+        except ConfigError as exc:
+            return f"the packaged defaults: {exc}"
+        return f"its own fit, {fit_path(sha256)}"
+    if packaged(f"{sha256}.json") is not None:
+        return "the fit shipped for it"
+    return "the packaged defaults (fit one with `selfrag critic fit`)"
+
+
 def forget() -> None:
     """Look again on the next :func:`load_fit` (after a fit was written)."""
     _found.cache_clear()
