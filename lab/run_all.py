@@ -43,6 +43,7 @@ NOT_RUN = {
     "critic_reads": "hours per benchmark model: reads the fitting pool and the evaluation sets (--llm, --set; "
                     "lab/README.md)",
     "llama_build": "needs two llama-cpp-python builds, each in its own Python environment (--build NAME=PYTHON)",
+    "relatives": "needs benchmark GGUFs (--llm llamacpp:PATH.gguf): the fitting pool and four settings per model",
     "samples": "writes the samples shipped in the package (src/selfrag/data/samples/), not a report",
     "streaming_latency": "needs a benchmark GGUF to time (--llm llamacpp:PATH.gguf; lab/README.md)",
     "support_readings": "needs the benchmark GGUF that wrote the records it reads (--llm llamacpp:PATH.gguf)",

@@ -133,3 +133,15 @@ def _critic_fits_per_test(tmp_path_factory, monkeypatch):
     forget()
     yield
     forget()
+
+
+@pytest.fixture(autouse=True)
+def _routers_per_test(tmp_path_factory, monkeypatch):
+    """Each test looks for adaptive_rag's fitted routers in its own empty folder (never the user's cache), and
+    looks again: the packaged rule's one warning per model is each test's own."""
+    from selfrag.methods.catalog.adaptive_rag import forget
+
+    monkeypatch.setenv("SELFRAG_ROUTER_DIR", str(tmp_path_factory.mktemp("routers")))
+    forget()
+    yield
+    forget()

@@ -26,6 +26,7 @@ STAGES = {
     "reflect": "critiquing the answer",
     "reformulate": "rewriting the query",
     "react_step": "thinking",
+    "reason": "reasoning one step",
     "confidence_p_true": "reading how sure the answer is",
     "confidence_likelihood": "reading how sure the answer is",
     "confidence_draft": "reading how sure the answer is",
