@@ -63,6 +63,8 @@ def test_the_page_shows_each_stage_and_a_clock_that_moves(browser):  # noqa: F81
                 break
             time.sleep(0.15)
         assert browser.find_element(By.ID, "answer-card").get_attribute("data-state") == "done"
+        # The status read last may predate the result that ended the loop: read it once more.
+        seen.append(browser.find_element(By.ID, "status").text)
     shown = [m for text in seen if (m := re.match(r"(.+)… \((\d+\.\d) s\)", text))]
     stages = [m.group(1) for m in shown]
     # The stages ask shows, in order: the retrieval decision, the passages judged (both at once here,

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-L2_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
+L2_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 FOLDS = 5
 
 
