@@ -45,6 +45,7 @@ from lab.critic_report import RESAMPLES, plot, render
 from lab.machine import machine
 from lab.quality_stats import paired_bootstrap, read_predictions
 from selfrag.eval.critic_fit import fit_critic, load_readings, passage_rows, support_rows
+from selfrag.methods.critique.signals import support_values
 from selfrag.reflection.confidence import ConfidenceModel, Signals, area_under, risk_coverage
 from selfrag.reflection.heads import auroc, ece
 
@@ -277,7 +278,7 @@ def doubt_policy(fit: Any, records: Sequence[dict[str, Any]], floor: float) -> l
         joint = next((c for c in cands if c["joint"]), None)
         if head is None or joint is None or len(cands) < 2:
             continue
-        p = {id(c): head.probability({"likelihood": c["likelihood"]}) for c in cands}
+        p = {id(c): head.probability(support_values(c["likelihood"], c["joint"])) for c in cands}
         chosen = max(cands, key=lambda c: p[id(c)]) if p[id(joint)] < floor else joint
         out.append(1.0 if chosen["right"] else 0.0)
     return out

@@ -48,7 +48,7 @@ def test_fitted_heads_match_the_rates_they_were_fitted_on():
     rel = fit.head("relevance")
     assert rel.probability({"prior": 0.9, "score_share": 0.5, "named": 0.0, "linked": 0.0, "inv_rank": 1.0}) \
         == pytest.approx(0.7, abs=0.06)
-    assert fit.head("support").probability({"likelihood": -0.2}) == pytest.approx(0.8, abs=0.06)
+    assert fit.head("support").probability({"likelihood": -0.2, "joint": 1.0}) == pytest.approx(0.8, abs=0.06)
     suff = fit.head("sufficiency")
     assert suff.probability({"named_read": 1.0, "seq": -1.1}) > 0.9 > 0.1 > suff.probability(
         {"named_read": 0.0, "seq": -1.1})

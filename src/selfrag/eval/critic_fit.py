@@ -45,7 +45,7 @@ from ..errors import DataError
 from ..methods.catalog.self_rag.candidates import Write
 from ..methods.core.answer_shape import finalize_answer
 from ..methods.critique.fits import installed
-from ..methods.critique.signals import ANSWER, PASSAGE, SUPPORT
+from ..methods.critique.signals import ANSWER, PASSAGE, SUPPORT, support_values
 from ..reflection.critic_fit import CriticFit
 from ..reflection.heads import auroc, ece, fit_head, out_of_fold, pack_f16, unpack_f16
 from ..types import Question
@@ -216,7 +216,7 @@ def passage_rows(records: Iterable[dict[str, Any]]) -> tuple[list[dict], list[bo
 def support_rows(records: Iterable[dict[str, Any]]) -> tuple[list[dict], list[bool]]:
     rows = [c for r in records for c in r.get("candidates", ())
             if c.get("likelihood") is not None and c.get("right") is not None]
-    return [{"likelihood": c["likelihood"]} for c in rows], [bool(c["right"]) for c in rows]
+    return [support_values(c["likelihood"], bool(c.get("joint"))) for c in rows], [bool(c["right"]) for c in rows]
 
 
 def answered(records: Iterable[dict[str, Any]], label: str) -> list[dict[str, Any]]:

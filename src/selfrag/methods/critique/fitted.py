@@ -39,7 +39,7 @@ from ..steps.evidence import Passages
 from .confidence import mean_logprob
 from .fits import load_fit
 from .prompted import candidate as make_candidate
-from .signals import PASSAGE, answer_readings, passage_signals
+from .signals import PASSAGE, answer_readings, passage_signals, support_values
 from .support_likelihood import evidence_likelihoods
 
 
@@ -132,7 +132,7 @@ class FittedCritic:
             [likelihood] = await evidence_likelihoods(run, question, [candidate.text], context)
         head = self.fit.head("support")
         if head is not None and likelihood is not None:
-            p = head.probability({"likelihood": likelihood})
+            p = head.probability(support_values(likelihood, candidate.joint))
             candidate.verdicts["support"] = Verdict("support", p, support_words(p),
                                                     self.source("likelihood over the evidence"))
             candidate.score = p
@@ -159,7 +159,9 @@ class FittedCritic:
             verdicts["utility"] = Verdict("utility", 2 * p - 1, str(1 + round(4 * p)), self.source("the confidence"))
         run.note("assess", thought="How sure is the answer, and do the passages read hold it? (fitted heads)",
                  action_input=shorten(answer.text),
-                 observation=", ".join(f"{k} {v.value:.2f}" for k, v in verdicts.items() if v.value is not None),
+                 # Utility shows as the seeds' 1-5 rating; its value is the paper's -1..1 utility score.
+                 observation=", ".join(f"{k} {v.label}/5" if k == "utility" else f"{k} {v.value:.2f}"
+                                       for k, v in verdicts.items() if v.value is not None),
                  details={"readings": {k: None if v is None else round(v, 4) for k, v in readings.items()},
                           "verdicts": {k: round(v.value, 4) for k, v in verdicts.items() if v.value is not None},
                           "fit": self.origin, "threshold": self.fit.threshold})

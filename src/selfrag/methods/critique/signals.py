@@ -31,9 +31,15 @@ from .confidence import contained, mean_logprob, p_true
 from .look_first import content_words
 
 PASSAGE = ("prior", "score_share", "named", "linked", "inv_rank")
-SUPPORT = ("likelihood",)
+# A joint candidate (several passages) and a one-passage one sit at different likelihoods when right.
+SUPPORT = ("likelihood", "joint")
 ANSWER = ("seq", "least", "length", "p_true", "lift", "contained", "coverage", "top_prior", "second_prior",
           "read_prior", "named_read", "named_any")
+
+
+def support_values(likelihood: float, joint: bool) -> dict[str, float]:
+    """What the support head reads of a candidate."""
+    return {"likelihood": likelihood, "joint": 1.0 if joint else 0.0}
 
 
 def passage_signals(question: str, docs: Sequence[Document], scores: Sequence[float] | None) -> list[dict]:
