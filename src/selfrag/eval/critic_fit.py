@@ -229,7 +229,10 @@ def fit_answer_head(name: str, records: Sequence[dict[str, Any]], label: str, la
     and what each choice measured."""
     rows = [r.get("readings") or {} for r in records]
     labels = [bool(r[label]) for r in records]
-    best = fit_head(name, rows, labels, ANSWER, seed=seed)
+    # The confidence is calibrated on the questions whose gold was kept: the gold-removed half (there
+    # for the sufficiency head) would pull every probability down; the sufficiency line covers those.
+    calibrate_on = [bool(r.get("answerable", True)) for r in records] if name == "confidence" else None
+    best = fit_head(name, rows, labels, ANSWER, seed=seed, calibrate_on=calibrate_on)
     tried = {"readings": best.report["cv_auroc"]}
     if min(sum(labels), len(labels) - sum(labels)) < MIN_PER_CLASS:
         return best, tried  # too few of one label to fit directions of a hidden state
@@ -239,7 +242,7 @@ def fit_answer_head(name: str, records: Sequence[dict[str, Any]], label: str, la
             if sum(s is not None for s in states) < len(states) // 2:
                 continue
             head = fit_head(name, rows, labels, ANSWER, states=states, where=where, layer=layer, k=DIRECTIONS,
-                            seed=seed)
+                            seed=seed, calibrate_on=calibrate_on)
             tried[f"{where}@{layer}"] = head.report["cv_auroc"]
             if (head.report["cv_auroc"] or 0) >= (best.report["cv_auroc"] or 0) + HIDDEN_GAIN:
                 best = head

@@ -226,10 +226,12 @@ def _log_loss(logits: np.ndarray, y: np.ndarray) -> float:
 
 def fit_head(name: str, rows: Sequence[Mapping[str, float | None]], labels: Sequence[bool],
              features: Sequence[str], *, states: Sequence[Sequence[float] | None] | None = None,
-             where: str = "", layer: int = -1, k: int = 0, seed: int = 0) -> Head:
+             where: str = "", layer: int = -1, k: int = 0, seed: int = 0,
+             calibrate_on: Sequence[bool] | None = None) -> Head:
     """Fit a head on ``rows`` (readings by name) and ``labels``: the L2 penalty chosen from
-    :data:`L2_GRID` by cross-validated log loss, Platt calibration on the out-of-fold logits; with
-    ``states`` and ``k`` > 0, the hidden state's first ``k`` principal directions join the readings."""
+    :data:`L2_GRID` by cross-validated log loss, Platt calibration on the out-of-fold logits (of the
+    examples ``calibrate_on`` marks, when given: the population the probability should be right for);
+    with ``states`` and ``k`` > 0, the hidden state's first ``k`` principal directions join the readings."""
     y = np.array([1.0 if v else 0.0 for v in labels])
     if len(y) < 4 or len(set(y)) < 2:
         raise ValueError(f"fitting the {name} head needs both labels among at least 4 examples")
@@ -243,12 +245,17 @@ def fit_head(name: str, rows: Sequence[Mapping[str, float | None]], labels: Sequ
     scored = [(_log_loss(_cv_logits(x, y, l2, seed), y), l2) for l2 in L2_GRID]
     l2 = min(scored)[1]
     oof = _cv_logits(x, y, l2, seed)
-    platt = logistic(oof[:, None], y, 1e-6)
+    mask = np.ones(len(y), dtype=bool) if calibrate_on is None else np.array([bool(v) for v in calibrate_on])
+    if len(set(y[mask])) < 2:
+        mask = np.ones(len(y), dtype=bool)
+    platt = logistic(oof[mask][:, None], y[mask], 1e-6)
     beta = logistic(x, y, l2)
     n_scalar = len(features)
     report = {"n": int(len(y)), "positives": int(y.sum()), "l2": l2,
               "cv_auroc": auroc(oof.tolist(), y.astype(bool).tolist()),
-              "cv_ece": ece(sigmoid(platt[1] * oof + platt[0]).tolist(), y.astype(bool).tolist())}
+              "cv_ece": ece(sigmoid(platt[1] * oof[mask] + platt[0]).tolist(), y[mask].astype(bool).tolist())}
+    if calibrate_on is not None:
+        report["calibrated_on"] = int(mask.sum())
     return Head(name, tuple(features), tuple(means), tuple(scales), tuple(float(b) for b in beta[1:n_scalar + 1]),
                 float(beta[0]), (float(platt[1]), float(platt[0])), part,
                 tuple(float(b) for b in beta[n_scalar + 1:]) if part is not None else (), report)
