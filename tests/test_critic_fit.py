@@ -191,3 +191,16 @@ def test_critic_show_says_which_fit_a_model_gets(tmp_path, capsys):
     shown = json.loads(capsys.readouterr().out)
     assert shown["origin"] == str(critic_dir() / f"{fit.sha256}.json") and shown["sha256"] == fit.sha256
     assert set(shown["heads"]) == {"relevance", "support", "sufficiency", "confidence"}
+
+
+def test_a_reading_that_costs_a_call_joins_a_head_only_when_it_helps():
+    """P(True) and the lift cost a call each: kept only where cross-validation says they add AUROC."""
+    plain = fit_critic(_records(400), model="m.gguf", sha256="ab" * 32, layers=())
+    assert not {"p_true", "lift"} & set(plain.head("confidence").features)
+    records = _records(400)
+    rng = np.random.default_rng(1)
+    for r in records:  # now only P(True) tells right from wrong
+        r["readings"]["p_true"] = float(rng.uniform(0.6, 1.0) if r["right"] else rng.uniform(0.0, 0.4))
+    telling = fit_critic(records, model="m.gguf", sha256="ab" * 32, layers=())
+    assert "p_true" in telling.head("confidence").features
+    assert telling.meta["confidence_tried"]["readings and calls"] > telling.meta["confidence_tried"]["readings"]

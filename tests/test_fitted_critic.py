@@ -36,17 +36,26 @@ def fixed(name: str, p_logit: float, features: tuple[str, ...] = ()) -> Head:
     return Head(name, features, (0.0,) * len(features), (1.0,) * len(features), (0.0,) * len(features), p_logit)
 
 
-def fit(sufficiency: float, threshold: float = 0.5) -> CriticFit:
+def fit(sufficiency: float, threshold: float = 0.5, reads: tuple[str, ...] = ("p_true", "lift")) -> CriticFit:
     return CriticFit({"relevance": fixed("relevance", 1.5), "support": fixed("support", 1.0),
-                      "sufficiency": fixed("sufficiency", sufficiency), "confidence": fixed("confidence", 2.0)},
+                      "sufficiency": fixed("sufficiency", sufficiency, reads), "confidence": fixed("confidence", 2.0)},
                      threshold, model="scripted")
 
 
-async def answer(sufficiency: float, **config):
+async def answer(sufficiency: float, reads: tuple[str, ...] = ("p_true", "lift"), **config):
     method = create_method("self_rag", ScriptedBackend(SCRIPT), create_retriever("bm25", DOCS),
                            {"self_rag": {"retrieval_mode": "always", **config}})
-    with installed(fit(sufficiency), "test fit"):
+    with installed(fit(sufficiency, reads=reads), "test fit"):
         return await method.answer(Question(id="q", text=QUESTION))
+
+
+@pytest.mark.parametrize(("reads", "calls"), [(("p_true", "lift"), {"confidence_p_true", "read_likelihood"}),
+                                              (("p_true", "seq"), {"confidence_p_true"}),
+                                              (("lift",), {"read_likelihood"}), (("seq", "coverage"), set())])
+async def test_a_reading_that_costs_a_call_is_read_only_when_a_head_reads_it(reads, calls):
+    response = await answer(sufficiency=3.0, reads=reads)
+    asked = {s.action for s in response.reasoning_chain} & {"confidence_p_true", "read_likelihood"}
+    assert asked == calls and response.num_llm_calls == 1 + len(calls)
 
 
 async def test_every_phase_has_a_verdict_with_its_source():

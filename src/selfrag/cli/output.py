@@ -112,7 +112,7 @@ def print_response(response: RAGResponse, out: TextIO, *, trace: bool = False, a
                 print(f"  {i}. [{src}] {_one_line(c.text, 120)}", file=out)
                 print(f"     {', '.join(parts)}", file=out)
     print(
-        f"\n{response.architecture} · {response.model} · {response.num_llm_calls} LLM calls · "
+        f"\n{response.architecture} · {response.model} · {response.num_llm_calls} LLM call{'' if response.num_llm_calls == 1 else 's'} · "
         f"{response.num_retrieval_calls} retrievals · {response.total_tokens} tokens · "
         f"${response.total_cost_usd:.5f} · {response.latency_ms / 1000:.2f} s",
         file=out,

@@ -24,7 +24,9 @@ signals, support from the likelihood, sufficiency and confidence from the
 answer's readings, each joined by one hidden state's principal directions
 when cross-validation says it helps (every recorded layer and position is
 tried, given :data:`MIN_PER_CLASS` examples of each label; one is kept only
-when it adds at least :data:`HIDDEN_GAIN` to the cross-validated AUROC).
+when it adds at least :data:`HIDDEN_GAIN` to the cross-validated AUROC). The two readings that
+cost a call each (P(True) and the lift, :data:`~selfrag.methods.critique.signals.CALLED`) join by the
+same rule, and the critic asks for them only when a head reads them.
 The sufficiency floor is the out-of-fold probability below which
 :data:`FLAGGED` of the answerable fitting questions fall.
 """
@@ -45,14 +47,14 @@ from ..errors import DataError
 from ..methods.catalog.self_rag.candidates import Write
 from ..methods.core.answer_shape import finalize_answer
 from ..methods.critique.fits import installed
-from ..methods.critique.signals import ANSWER, PASSAGE, SUPPORT, support_values
+from ..methods.critique.signals import ANSWER, CALLED, PASSAGE, SUPPORT, support_values
 from ..reflection.critic_fit import CriticFit
 from ..reflection.heads import auroc, ece, fit_head, out_of_fold, pack_f16, unpack_f16
 from ..types import Question
 from .metrics import best_over, f1_score
 
 RIGHT_F1 = 0.5  # an answer at least this close to a gold one counts as right
-HIDDEN_GAIN = 0.01  # a hidden state joins a head only when it adds this much cross-validated AUROC
+HIDDEN_GAIN = 0.01  # a hidden state (or the readings that cost a call) join a head only at this much more CV AUROC
 DIRECTIONS = 8  # principal directions of a hidden state a head reads
 MIN_PER_CLASS = 5 * DIRECTIONS  # a hidden state is tried only with this many examples of each label
 FLAGGED = 0.08  # the share of answerable fitting questions the sufficiency floor may flag
@@ -232,8 +234,14 @@ def fit_answer_head(name: str, records: Sequence[dict[str, Any]], label: str, la
     # The confidence is calibrated on the questions whose gold was kept: the gold-removed half (there
     # for the sufficiency head) would pull every probability down; the sufficiency line covers those.
     calibrate_on = [bool(r.get("answerable", True)) for r in records] if name == "confidence" else None
-    best = fit_head(name, rows, labels, ANSWER, seed=seed, calibrate_on=calibrate_on)
+    # The readings that cost a call join only when they add what a hidden state must add.
+    features = tuple(f for f in ANSWER if f not in CALLED)
+    best = fit_head(name, rows, labels, features, seed=seed, calibrate_on=calibrate_on)
     tried = {"readings": best.report["cv_auroc"]}
+    called = fit_head(name, rows, labels, ANSWER, seed=seed, calibrate_on=calibrate_on)
+    tried["readings and calls"] = called.report["cv_auroc"]
+    if (called.report["cv_auroc"] or 0) >= (best.report["cv_auroc"] or 0) + HIDDEN_GAIN:
+        best, features = called, ANSWER
     if min(sum(labels), len(labels) - sum(labels)) < MIN_PER_CLASS:
         return best, tried  # too few of one label to fit directions of a hidden state
     for where in POSITIONS:
@@ -241,7 +249,7 @@ def fit_answer_head(name: str, records: Sequence[dict[str, Any]], label: str, la
             states = [_state(r, where, layer) for r in records]
             if sum(s is not None for s in states) < len(states) // 2:
                 continue
-            head = fit_head(name, rows, labels, ANSWER, states=states, where=where, layer=layer, k=DIRECTIONS,
+            head = fit_head(name, rows, labels, features, states=states, where=where, layer=layer, k=DIRECTIONS,
                             seed=seed, calibrate_on=calibrate_on)
             tried[f"{where}@{layer}"] = head.report["cv_auroc"]
             if (head.report["cv_auroc"] or 0) >= (best.report["cv_auroc"] or 0) + HIDDEN_GAIN:

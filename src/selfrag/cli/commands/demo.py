@@ -104,7 +104,7 @@ async def _answer(method: Any, q: Question, args: argparse.Namespace, show: bool
     print(f"Q: {q.text}")
     print(f"A: {r.answer}")
     print(f"   gold: {' | '.join(q.answers)} · {'match' if m else 'no match'} · "
-          f"{r.num_llm_calls} LLM calls · {r.latency_ms / 1000:.2f} s")
+          f"{r.num_llm_calls} LLM call{'' if r.num_llm_calls == 1 else 's'} · {r.latency_ms / 1000:.2f} s")
     print(f"   {method.name}: {explain(r)}")
     print(f"   sources: {', '.join(d.title or d.id for d in r.sources) or '-'}")
     if args.trace:

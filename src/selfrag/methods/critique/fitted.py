@@ -39,7 +39,7 @@ from ..steps.evidence import Passages
 from .confidence import mean_logprob
 from .fits import load_fit
 from .prompted import candidate as make_candidate
-from .signals import PASSAGE, answer_readings, passage_signals, support_values
+from .signals import CALLED, PASSAGE, answer_readings, passage_signals, support_values
 from .support_likelihood import evidence_likelihoods
 
 
@@ -144,7 +144,10 @@ class FittedCritic:
     async def assess(self, run: Run, question: Question, answer: Candidate, docs: list[Document],
                      context: str) -> Assessment:
         """Sufficiency and confidence of the selected answer (P(True) and the likelihood alone read first)."""
-        readings = await answer_readings(run, question, answer, docs, self.passages, context)
+        # Only the readings the heads read cost their call; with no answer head (reading for a fit), all.
+        heads = [h for name in ("sufficiency", "confidence") if (h := self.fit.head(name)) is not None]
+        wanted = {f for h in heads for f in h.features} if heads else set(CALLED)
+        readings = await answer_readings(run, question, answer, docs, self.passages, context, wanted)
         states = answer.states
         verdicts: dict[str, Verdict] = {}
         for name in ("sufficiency", "confidence"):

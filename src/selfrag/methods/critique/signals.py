@@ -19,7 +19,7 @@ the passages read and retrieved. With hidden states, the answer call's own.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from ...llm.base import chat
 from ...prompts import load_prompt, render
@@ -35,6 +35,9 @@ PASSAGE = ("prior", "score_share", "named", "linked", "inv_rank")
 SUPPORT = ("likelihood", "joint")
 ANSWER = ("seq", "least", "length", "p_true", "lift", "contained", "coverage", "top_prior", "second_prior",
           "read_prior", "named_read", "named_any")
+# The answer readings that cost a model call each (P(True), and the likelihood after the question alone
+# for the lift): a fit keeps them only where they measurably help, and only those a fit reads are asked.
+CALLED = ("p_true", "lift")
 
 
 def support_values(likelihood: float, joint: bool) -> dict[str, float]:
@@ -95,8 +98,11 @@ async def likelihood_alone(run: Run, question: Question, answer: str) -> float |
 
 
 async def answer_readings(run: Run, question: Question, answer: Candidate, docs: Sequence[Document],
-                          passages: Sequence[dict], context: str) -> dict[str, float | None]:
-    """P(True) and the likelihood alone read, then every answer reading."""
-    truth = await p_true(run, question, context, answer.text) if run.llm.supports_logprobs else None
-    alone = await likelihood_alone(run, question, answer.text)
+                          passages: Sequence[dict], context: str,
+                          wanted: Collection[str] = CALLED) -> dict[str, float | None]:
+    """Every answer reading; of the two that cost a call (:data:`CALLED`), only those in ``wanted``."""
+    truth = None
+    if "p_true" in wanted and run.llm.supports_logprobs:
+        truth = await p_true(run, question, context, answer.text)
+    alone = await likelihood_alone(run, question, answer.text) if "lift" in wanted else None
     return answer_signals(question, answer, docs, passages, p_true_value=truth, alone=alone)
