@@ -49,6 +49,7 @@ from .llamacpp_logits import pick, score_forced, token_logprobs
 from .llamacpp_tokens import (
     instruction_prompt,
     own_marker_pattern,
+    plain_ids,
     special_token_pattern,
     stop_index,
 )
@@ -227,17 +228,7 @@ class LlamaCppBackend(BaseBackend):
         token's text is split after its first character and tokenized in pieces.
         """
         self.warm_up()
-        if self._special is None:
-            return self.tokenize(text, special=False)
-        ids: list[int] = []
-        pos = 0
-        for match in self._special.finditer(text):
-            ids += self.tokenize(text[pos : match.start()], special=False)
-            found = match.group(0)
-            ids += self.tokenize(found[0], special=False) + self.tokenize_plain(found[1:])
-            pos = match.end()
-        ids += self.tokenize(text[pos:], special=False)
-        return ids
+        return plain_ids(lambda piece: self.tokenize(piece, special=False), self._special, text)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenize(text, special=False))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ..reflection.tokens import ALL_REFLECTION_TOKENS, PARAGRAPH_CLOSE, PARAGRAPH_OPEN
@@ -21,6 +22,21 @@ def instruction_prompt(messages: tuple[Message, ...]) -> str:
     if messages and messages[-1].role == "assistant":
         prompt += messages[-1].content
     return prompt
+
+
+def plain_ids(tokenize: Callable[[str], list[int]], special: re.Pattern[str] | None, text: str) -> list[int]:
+    """``text`` tokenized by ``tokenize`` (special-token parsing off) with every match of ``special``
+    split after its first character, so no control or user-defined token can come out of it."""
+    if special is None:
+        return tokenize(text)
+    ids: list[int] = []
+    pos = 0
+    for match in special.finditer(text):
+        ids += tokenize(text[pos : match.start()])
+        found = match.group(0)
+        ids += tokenize(found[0]) + plain_ids(tokenize, special, found[1:])
+        pos = match.end()
+    return ids + tokenize(text[pos:])
 
 
 def special_token_pattern(llm: Any) -> re.Pattern[str] | None:
