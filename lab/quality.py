@@ -23,7 +23,6 @@ on an otherwise idle machine: times are per question.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -49,6 +48,7 @@ from lab.quality_runs import (
     ensure_run,
     file_sha256,
     load_cfg,
+    measure_then_report,
     missing_configs,
     model_file,
     model_tag,
@@ -60,7 +60,6 @@ from lab.quality_runs import (
     target_n,
 )
 from lab.quality_stats import compare_to, grounding, read_predictions, summarize_rows
-from selfrag.cli.signals import sigterm_stops
 
 HERE = Path(__file__).resolve().parent
 METRICS = {"hotpotqa": ("em", "f1", "match"), "hotpotqa_yesno": ("em", "f1"), "hotpotqa_mix": ("em", "f1"),
@@ -258,15 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         for dataset, variant in selected(args):
             discard(run_dir(args.out, args.tag, dataset, variant))
     args.env = environment(args)
-    code = 0
-    try:
-        with sigterm_stops():  # `kill PID` closes the run's session like Ctrl-C
-            asyncio.run(measure(args))
-    except KeyboardInterrupt:
-        say("interrupted: the report covers what was answered (rerun the same command to resume)")
-        code = 130
-    finally:
-        report = write_reports(args)
+    code, report = measure_then_report(lambda: measure(args), lambda: write_reports(args))
     print(f"wrote {report} and {args.out / 'quality.md'}")
     return code
 

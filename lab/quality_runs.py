@@ -12,17 +12,20 @@ reads it back when it already answers every question asked for.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import shlex
 import shutil
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lab.quality_kept import predictions, refresh
 from lab.quality_stats import read_predictions
+from selfrag.cli.signals import sigterm_stops
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -300,3 +303,18 @@ def discard(path: Path) -> None:
         shutil.rmtree(path)
     elif path.exists():
         path.unlink()
+
+
+def measure_then_report(measure: Callable[[], Awaitable[None]], report: Callable[[], Path]) -> tuple[int, Path]:
+    """Run ``measure`` (``kill PID`` stops it like Ctrl-C) and write the report whatever happened:
+    the exit code (130 when stopped) and the report's path."""
+    code = 0
+    try:
+        with sigterm_stops():
+            asyncio.run(measure())
+    except KeyboardInterrupt:
+        say("interrupted: the report covers what was answered (rerun the same command to resume)")
+        code = 130
+    finally:
+        path = report()
+    return code, path

@@ -32,7 +32,6 @@ resumable run directory under ``results/runs/quality/<model>/<setting>/<method>/
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -52,6 +51,7 @@ from lab.quality_runs import (
     discard,
     ensure_run,
     load_cfg,
+    measure_then_report,
     model_tag,
     repo_path,
     run_dir,
@@ -60,7 +60,6 @@ from lab.quality_runs import (
     target_n,
 )
 from lab.quality_stats import compare_to, read_predictions, summarize_rows
-from selfrag.cli.signals import sigterm_stops
 
 HERE = Path(__file__).resolve().parent
 HOTPOT = DATA / "hotpotqa" / "hotpotqa_dev_distractor_500.jsonl"
@@ -346,15 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     env = machine()
     args.env = {"date": env["date"], "platform": env["platform"], "cpus": env["cpu_count"], "commit": env["commit"],
                 "python": env["python"], "llm": args.llm or "embedded", "model": args.tag}
-    code = 0
-    try:
-        with sigterm_stops():  # `kill PID` closes the run's session like Ctrl-C
-            asyncio.run(measure(args))
-    except KeyboardInterrupt:
-        say("interrupted: the report covers what was answered (rerun the same command to resume)")
-        code = 130
-    finally:
-        report = write_reports(args)
+    code, report = measure_then_report(lambda: measure(args), lambda: write_reports(args))
     print(f"wrote {report}")
     return code
 
