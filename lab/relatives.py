@@ -255,10 +255,11 @@ def render(data: dict[str, Any]) -> str:
 
 def write_reports(args: Any) -> Path:
     data = collect(args)
-    base = args.out / f"relatives_{args.tag}"
-    base.with_suffix(".json").write_text(json.dumps(data, indent=2), encoding="utf-8")
-    base.with_suffix(".md").write_text(render(data), encoding="utf-8")
-    return base.with_suffix(".md")
+    # Named by string, not with_suffix: a model tag such as qwen2.5-coder-1.5b has dots of its own.
+    (args.out / f"relatives_{args.tag}.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+    report = args.out / f"relatives_{args.tag}.md"
+    report.write_text(render(data), encoding="utf-8")
+    return report
 
 
 # -- running --------------------------------------------------------------------------------

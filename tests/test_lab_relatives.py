@@ -78,3 +78,12 @@ def test_help_and_the_entry_point_is_listed():
         relatives.parse_args(["--help"])
     assert exit_.value.code == 0
     assert relatives.parse_args([]).only == list(relatives.METHODS)
+
+
+def test_the_reports_keep_a_dotted_model_tag_whole(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(relatives, "collect", lambda args: {"rows": []})
+    monkeypatch.setattr(relatives, "render", lambda data: "report")
+    args = type("Args", (), {"out": tmp_path, "tag": "qwen2.5-coder-1.5b-instruct"})()
+    written = relatives.write_reports(args)
+    assert written == tmp_path / "relatives_qwen2.5-coder-1.5b-instruct.md" and written.read_text() == "report"
+    assert (tmp_path / "relatives_qwen2.5-coder-1.5b-instruct.json").is_file()
