@@ -59,7 +59,7 @@ from lab.quality_runs import (
     selection,
     target_n,
 )
-from lab.quality_stats import compare_to, read_predictions, summarize_rows
+from lab.quality_stats import compare_to, paired_bootstrap, read_predictions, summarize_rows
 
 HERE = Path(__file__).resolve().parent
 HOTPOT = DATA / "hotpotqa" / "hotpotqa_dev_distractor_500.jsonl"
@@ -168,14 +168,28 @@ async def fit_router(args: Any, backend: Backend) -> dict[str, Any] | None:
 # -- reading back ---------------------------------------------------------------------------
 
 
+def _answered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r.get("error") is None and r.get("prediction") is not None]
+
+
+def _recall_of(record: dict[str, Any]) -> float:
+    """The gold paragraphs' recall among everything the question retrieved (nothing retrieved: 0)."""
+    return next((float(v) for k, v in (record.get("metrics") or {}).items() if k.startswith("retrieval_recall@")),
+                0.0)
+
+
 def recall(rows: list[dict[str, Any]]) -> float | None:
     """Mean recall of the gold paragraphs among everything retrieved (a question that retrieved nothing: 0)."""
-    ok = [r for r in rows if r.get("error") is None and r.get("prediction") is not None]
-    if not ok:
-        return None
-    values = [next((float(v) for k, v in (r.get("metrics") or {}).items() if k.startswith("retrieval_recall@")), 0.0)
-              for r in ok]
-    return round(sum(values) / len(values), 4)
+    ok = _answered(rows)
+    return round(sum(map(_recall_of, ok)) / len(ok), 4) if ok else None
+
+
+def recall_vs(rows: list[dict[str, Any]], base: list[dict[str, Any]]) -> dict[str, float] | None:
+    """The paired recall difference to ``base`` on the questions both answered, with its bootstrap interval."""
+    theirs = {r["id"]: _recall_of(r) for r in _answered(base)}
+    ours = {r["id"]: _recall_of(r) for r in _answered(rows) if r["id"] in theirs}
+    found = paired_bootstrap(list(ours.values()), [theirs[i] for i in ours])
+    return None if found is None else {**found, "n": len(ours)}
 
 
 def routed(rows: list[dict[str, Any]]) -> dict[str, float] | None:
@@ -204,6 +218,8 @@ def collect(args: Any) -> dict[str, Any]:
             baseline = runs.get(BASELINE) if name_v != BASELINE else None
             row.update(setting=name, method=name_v, note=args.variants[name_v].note, recall=recall(recs),
                        vs_baseline=compare_to(recs, baseline, "f1") if baseline else None,
+                       recall_vs_vanilla=recall_vs(recs, runs["vanilla_rag"])
+                       if name_v != "vanilla_rag" and "vanilla_rag" in runs else None,
                        routed=routed(recs) if name_v == "adaptive_rag" else None,
                        run_dir=repo_path(run_dir(args.out, args.tag, dataset, args.variants[name_v])))
             rows.append(row)
@@ -225,7 +241,8 @@ def render(data: dict[str, Any]) -> str:
     lines = [f"# The relatives: IRCoT and Adaptive-RAG beside Self-RAG ({env['model']})", "",
              f"{env['date']}, commit {env['commit']}, {env['platform']}, {env['cpus']} CPUs; `python -m lab.relatives "
              f"--llm {env['llm']}`. Δ: the paired F1 difference to `{BASELINE}` with its bootstrap 95% interval; "
-             "recall: the gold paragraphs among everything the method retrieved.", ""]
+             "recall: the gold paragraphs among everything the method retrieved; Δ recall: the paired difference "
+             "to `vanilla_rag`'s, with its interval.", ""]
     router = data.get("router")
     if router:
         oof = router["routed_out_of_fold"]
@@ -239,14 +256,16 @@ def render(data: dict[str, Any]) -> str:
         if not rows:
             continue
         lines += [f"## {setting}", "", note + ".", "",
-                  "| method | n | F1 | Δ F1 [95% CI] | recall | calls/q | tokens/q | s/q | routed |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| method | n | F1 | Δ F1 [95% CI] | recall | Δ recall [95% CI] | calls/q | tokens/q | s/q | routed |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             d = r["vs_baseline"]
             delta = "–" if d is None else f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
+            rv = r.get("recall_vs_vanilla")
+            recall_delta = "–" if rv is None else f"{rv['diff']:+.3f} [{rv['lo']:+.3f}, {rv['hi']:+.3f}]"
             share = "" if not r["routed"] else ", ".join(f"{s} {v:.0%}" for s, v in r["routed"].items())
             n = f"{r['n']}" + (f" of {r['target_n']}" if r["partial"] else "")
-            lines.append(f"| `{r['method']}` | {n} | {_num(r['metrics']['f1'])} | {delta} | {_num(r['recall'])} | "
+            lines.append(f"| `{r['method']}` | {n} | {_num(r['metrics']['f1'])} | {delta} | {_num(r['recall'])} | {recall_delta} | "
                          f"{_num(r['llm_calls_per_q'], 1)} | {_num(r['tokens_per_q'], 0)} | "
                          f"{_num(r['seconds_per_q'], 1)} | {share} |")
         lines.append("")

@@ -66,8 +66,21 @@ def test_the_report_has_a_row_per_method_with_its_interval_and_routing():
     data = {"environment": {"model": "m", "date": "d", "commit": "c", "platform": "p", "cpus": 2, "llm": "x"},
             "router": None, "router_file": "r.json", "settings": {"hotpotqa": "HotpotQA"}, "rows": [row]}
     text = relatives.render(data)
-    assert ("| `adaptive_rag` | 2 | 0.500 | +0.100 [-0.200, +0.300] | 0.750 | 2.5 | 900 | 3.0 | "
+    assert ("| `adaptive_rag` | 2 | 0.500 | +0.100 [-0.200, +0.300] | 0.750 | – | 2.5 | 900 | 3.0 | "
             "no_retrieval 0%, vanilla_rag 50%, ircot 50% |") in text
+    row.update(method="ircot", routed=None, recall_vs_vanilla={"diff": 0.25, "lo": 0.1, "hi": 0.4, "n": 2})
+    assert "| `ircot` | 2 | 0.500 | +0.100 [-0.200, +0.300] | 0.750 | +0.250 [+0.100, +0.400] | 2.5 |" in \
+        relatives.render(data)
+
+
+def test_recall_is_paired_with_vanilla_rags_by_question():
+    def rec(i, recall_value):
+        return {"id": i, "prediction": "x", "metrics": {"retrieval_recall@5": recall_value}}
+
+    ours = [rec("a", 1.0), rec("b", 0.5), rec("c", 1.0)]
+    base = [rec("a", 0.5), rec("b", 0.5)]  # c not answered by the baseline: left out
+    found = relatives.recall_vs(ours, base)
+    assert found["n"] == 2 and found["diff"] == pytest.approx(0.25)
 
 
 def test_help_and_the_entry_point_is_listed():
