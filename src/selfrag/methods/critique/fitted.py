@@ -143,7 +143,8 @@ class FittedCritic:
 
     async def assess(self, run: Run, question: Question, answer: Candidate, docs: list[Document],
                      context: str) -> Assessment:
-        """Sufficiency and confidence of the selected answer (P(True) and the likelihood alone read first)."""
+        """Sufficiency and confidence of the selected answer (P(True) and the likelihood alone read first
+        when a head reads them)."""
         # Only the readings the heads read cost their call; with no answer head (reading for a fit), all.
         heads = [h for name in ("sufficiency", "confidence") if (h := self.fit.head(name)) is not None]
         wanted = {f for h in heads for f in h.features} if heads else set(CALLED)
