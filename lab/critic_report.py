@@ -45,13 +45,15 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
         for name, h in fit["heads"].items():
             lines.append(f"| {name} | {h['n']} | {h['positives']} | {fmt(h.get('cv_auroc'))} | "
                          f"{fmt(h.get('cv_ece'))} | {h['hidden'] or 'none'} |")
-        lines += ["", "| set | head | questions | items | AUROC | ECE | baseline | its AUROC | Δ [95% CI] | "
-                  "baseline 2 | its AUROC | Δ [95% CI] |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += ["", "ECE by chance: the mean ECE a perfectly calibrated head would show with the same "
+                  "probabilities on as many items (labels drawn from them); an ECE near it is within chance.", "",
+                  "| set | head | questions | items | AUROC | ECE | ECE by chance | baseline | its AUROC | Δ [95% CI] | "
+                  "baseline 2 | its AUROC | Δ [95% CI] |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for name, s in rep["sets"].items():
             for head, m in s["heads"].items():
                 b1, b2 = BASELINES[head]
                 lines.append(f"| {name} | {head} | {m['questions']} | {m['n']} | {fmt(m['auroc'])} | {fmt(m['ece'])} | "
-                             f"{b1} | {fmt(m['baseline_auroc'])} | {interval(m['baseline_interval'])} | {b2} | "
+                             f"{fmt(m.get('ece_if_calibrated'))} | {b1} | {fmt(m['baseline_auroc'])} | {interval(m['baseline_interval'])} | {b2} | "
                              f"{fmt(m['baseline2_auroc'])} | {interval(m['baseline2_interval'])} |")
         lines += ["", "Sufficiency at the fitted floor: the answer's first line says the documents do not seem "
                   "to hold it. Truthful: +1 right, 0 said so, -1 wrong; against always answering.", "",

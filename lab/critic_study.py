@@ -122,11 +122,21 @@ def _flat(groups: Sequence[Sequence[tuple]], col: int) -> tuple[list[float], lis
     return [p for p, _ in pairs], [y for _, y in pairs]
 
 
+def ece_by_chance(probs: Sequence[float], draws: int = 1000, seed: int = 0) -> float | None:
+    """The mean ECE a perfectly calibrated head would show with these probabilities on this many items:
+    labels drawn from the probabilities themselves. An ECE near it is what chance leaves at this n."""
+    if not probs:
+        return None
+    rng = np.random.default_rng(seed)
+    p = np.asarray(probs, dtype=float)
+    return float(np.mean([ece(p.tolist(), (rng.random(len(p)) < p).tolist()) for _ in range(draws)]))
+
+
 def measure(groups: Sequence[Sequence[tuple]]) -> dict[str, Any]:
     """AUROC and ECE of the head; AUROC of the two baselines; the paired intervals of the differences."""
     probs, labels = _flat(groups, 0)
     out = {"questions": len(groups), "n": len(probs), "positives": int(sum(labels)),
-           "auroc": auroc(probs, labels), "ece": ece(probs, labels)}
+           "auroc": auroc(probs, labels), "ece": ece(probs, labels), "ece_if_calibrated": ece_by_chance(probs)}
     for col, name in ((1, "baseline"), (2, "baseline2")):
         out[f"{name}_auroc"] = auroc(*_flat(groups, col))
         out[f"{name}_interval"] = cluster_interval(groups, lambda g, c=col: _diff(g, c))
