@@ -66,7 +66,7 @@ HOTPOT = DATA / "hotpotqa" / "hotpotqa_dev_distractor_500.jsonl"
 POOL = Dataset("hotpotqa_pool", "hotpotqa", DATA / "hotpotqa" / "hotpotqa_dev_pool_980.jsonl", "f1", "other",
                "the fitting pool: 980 HotpotQA dev questions in no evaluation sample, each over its own 10 paragraphs")
 STRATEGY_VARIANTS = ("no_retrieval", "vanilla_rag", "ircot")
-METHODS = ("vanilla_rag", "vanilla_rag_evidence", "self_rag", "self_corrective", "ircot", "adaptive_rag")
+METHODS = ("no_retrieval", "vanilla_rag", "vanilla_rag_evidence", "self_rag", "self_corrective", "ircot", "adaptive_rag")
 IRCOT = Variant("ircot", "ircot.yaml", note="one reasoning sentence per step as the next query; the passages reader")
 SETTINGS = ("hotpotqa", "hotpotqa_next", "open_bm25", "open_hybrid")
 
@@ -160,9 +160,24 @@ async def fit_router(args: Any, backend: Backend) -> dict[str, Any] | None:
     if len(dirs) < 2:
         return None
     _, report = fit_runs(dirs, args.router)
-    say(f"router: {report['n']} pool questions, labels {report['labels']}, out-of-fold accuracy "
+    say(f"router: {report.get('questions', report['n'])} pool questions ({report['n']} told the strategies apart), labels {report['labels']}, out-of-fold accuracy "
         f"{report['cv_accuracy']:.3f}, routed F1 {report['routed_out_of_fold']['f1']:.3f}")
     return report
+
+
+def package_router(router_file: Path) -> Path:
+    """Ship the embedded model's router fit in the package (``reflection/routers/<sha256>.json``), its run
+    directories named relative to the repository."""
+    from selfrag.llm.model_files import default_model_path, file_sha256
+    from selfrag.reflection.router import Router
+
+    router = Router.read(router_file)
+    runs = router.meta.get("fitted_on", {}).get("runs", [])
+    for run in runs:
+        run["run_dir"] = repo_path(Path(run["run_dir"]))
+    dest = HERE.parent / "src" / "selfrag" / "reflection" / "routers" / f"{file_sha256(default_model_path())}.json"
+    router.write(dest)
+    return dest
 
 
 # -- reading back ---------------------------------------------------------------------------
@@ -201,8 +216,31 @@ def routed(rows: list[dict[str, Any]]) -> dict[str, float] | None:
     return {s: round(routes.count(s) / len(routes), 4) for s in STRATEGY_VARIANTS}
 
 
+def against_strategies(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
+    """``adaptive_rag`` against the strategies it routes to, on the questions all of them answered: its F1
+    minus the best strategy's (with the paired interval) and its calls beside ``ircot``'s."""
+    ran = [s for s in STRATEGY_VARIANTS if s in runs]
+    if "adaptive_rag" not in runs or not ran:
+        return None
+    by_id = {name: {r["id"]: r for r in _answered(runs[name])} for name in ["adaptive_rag", *ran]}
+    shared = sorted(set.intersection(*(set(v) for v in by_id.values())))
+    if not shared:
+        return None
+
+    def f1(name: str) -> list[float]:
+        return [float((by_id[name][i].get("metrics") or {}).get("f1") or 0.0) for i in shared]
+
+    def calls(name: str) -> float:
+        return sum(float((by_id[name][i].get("accounting") or {}).get("llm_calls") or 0) for i in shared) / len(shared)
+
+    best = max(ran, key=lambda s: sum(f1(s)))
+    return {"n": len(shared), "best": best, "best_f1": sum(f1(best)) / len(shared),
+            "f1": sum(f1("adaptive_rag")) / len(shared), "vs_best": paired_bootstrap(f1("adaptive_rag"), f1(best)),
+            "calls": calls("adaptive_rag"), "calls_alone": {s: calls(s) for s in ran}}
+
+
 def collect(args: Any) -> dict[str, Any]:
-    rows = []
+    rows, verdicts = [], {}
     for name in args.settings:
         dataset = settings(args.out)[name]
         if not dataset.path.is_file():
@@ -223,13 +261,15 @@ def collect(args: Any) -> dict[str, Any]:
                        routed=routed(recs) if name_v == "adaptive_rag" else None,
                        run_dir=repo_path(run_dir(args.out, args.tag, dataset, args.variants[name_v])))
             rows.append(row)
+        verdicts[name] = against_strategies(runs)
     report = args.router_report
     if report is None and args.router.is_file():  # a router given as it is: its own fitting report
         from selfrag.reflection.router import Router
 
         report = Router.read(args.router).meta.get("report")
     return {"environment": args.env, "router": report, "router_file": repo_path(args.router),
-            "settings": {n: settings(args.out)[n].note.format(n=args.n_hotpot) for n in args.settings}, "rows": rows}
+            "settings": {n: settings(args.out)[n].note.format(n=args.n_hotpot) for n in args.settings}, "rows": rows,
+            "adaptive": verdicts}
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -246,7 +286,9 @@ def render(data: dict[str, Any]) -> str:
     router = data.get("router")
     if router:
         oof = router["routed_out_of_fold"]
-        lines += [f"Router (`{data['router_file']}`): {router['n']} pool questions, labels {router['labels']}; "
+        lines += [f"Router (`{data['router_file']}`): {router.get('questions', router['n'])} pool questions, fitted on "
+                  f"the {router['n']} that told the strategies apart (the rest every strategy got wrong alike), "
+                  f"labels {router['labels']}; "
                   f"out-of-fold accuracy {router['cv_accuracy']:.3f} (most common label {router['majority_accuracy']:.3f}); "
                   f"routed F1 {oof['f1']:.3f} at {oof['calls']:.1f} calls against "
                   + ", ".join(f"{s} {r['f1']:.3f} at {r['calls']:.1f}" for s, r in router["alone"].items())
@@ -269,6 +311,13 @@ def render(data: dict[str, Any]) -> str:
                          f"{_num(r['llm_calls_per_q'], 1)} | {_num(r['tokens_per_q'], 0)} | "
                          f"{_num(r['seconds_per_q'], 1)} | {share} |")
         lines.append("")
+        v = (data.get("adaptive") or {}).get(setting)
+        if v:
+            d = v["vs_best"]
+            alone = ", ".join(f"`{s}` {c:.1f}" for s, c in v["calls_alone"].items())
+            lines += [f"`adaptive_rag` on the {v['n']} questions every strategy answered: F1 {v['f1']:.3f} against "
+                      f"the best strategy alone (`{v['best']}`) {v['best_f1']:.3f}, {d['diff']:+.3f} "
+                      f"[{d['lo']:+.3f}, {d['hi']:+.3f}]; {v['calls']:.1f} calls per question against {alone}.", ""]
     return "\n".join(lines)
 
 
@@ -326,6 +375,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "results/relatives_router_<model>.json)")
     parser.add_argument("--fresh", action="store_true", help="discard the selected runs first (never the pool's)")
     parser.add_argument("--report-only", action="store_true", help="run nothing; report what is on disk")
+    parser.add_argument("--package", action="store_true",
+                        help="ship the embedded model's router (fitted on the pool) in the package, then report")
     parser.add_argument("--print-commands", action="store_true", help="print every selected `selfrag run` and exit")
     parser.add_argument("--progress", action="store_true", help="per-question progress bars")
     parser.add_argument("--out", type=Path, default=HERE / "results")
@@ -365,8 +416,17 @@ def main(argv: list[str] | None = None) -> int:
     env = machine()
     args.env = {"date": env["date"], "platform": env["platform"], "cpus": env["cpu_count"], "commit": env["commit"],
                 "python": env["python"], "llm": args.llm or "embedded", "model": args.tag}
+    if args.package and args.tag != "embedded":
+        print("relatives: --package ships the embedded model's router only (leave out --llm)", file=sys.stderr)
+        return 2
     code, report = measure_then_report(lambda: measure(args), lambda: write_reports(args))
     print(f"wrote {report}")
+    if args.package:
+        if not args.router.is_file():
+            print(f"relatives: no router at {repo_path(args.router)} to package: fit it on the pool first",
+                  file=sys.stderr)
+            return 2
+        print(f"packaged {repo_path(package_router(args.router))}")
     return code
 
 

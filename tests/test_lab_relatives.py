@@ -100,3 +100,25 @@ def test_the_reports_keep_a_dotted_model_tag_whole(tmp_path: Path, monkeypatch):
     written = relatives.write_reports(args)
     assert written == tmp_path / "relatives_qwen2.5-coder-1.5b-instruct.md" and written.read_text() == "report"
     assert (tmp_path / "relatives_qwen2.5-coder-1.5b-instruct.json").is_file()
+
+
+def test_adaptive_rag_is_set_against_the_best_strategy_on_the_questions_all_answered():
+    def rec(i, f1, calls, method):
+        return {"id": i, "prediction": "x", "method": method, "metrics": {"f1": f1},
+                "accounting": {"llm_calls": calls}}
+
+    runs = {"no_retrieval": [rec("a", 0.0, 1, "n"), rec("b", 1.0, 1, "n"), rec("c", 0.0, 1, "n")],
+            "vanilla_rag": [rec("a", 1.0, 1, "v"), rec("b", 0.0, 1, "v"), rec("c", 0.0, 1, "v")],
+            "ircot": [rec("a", 1.0, 4, "i"), rec("b", 0.5, 3, "i")],  # c unanswered: left out everywhere
+            "adaptive_rag": [rec("a", 1.0, 1, "a"), rec("b", 1.0, 1, "a"), rec("c", 1.0, 1, "a")]}
+    found = relatives.against_strategies(runs)
+    assert found["n"] == 2 and found["best"] == "ircot" and found["best_f1"] == pytest.approx(0.75)
+    assert found["vs_best"]["diff"] == pytest.approx(0.25) and found["calls_alone"]["ircot"] == pytest.approx(3.5)
+    assert relatives.against_strategies({k: v for k, v in runs.items() if k != "adaptive_rag"}) is None
+    data = {"environment": {"model": "m", "date": "d", "commit": "c", "platform": "p", "cpus": 2, "llm": "x"},
+            "router": None, "router_file": "r.json", "settings": {"hotpotqa": "HotpotQA"}, "rows": [],
+            "adaptive": {"hotpotqa": found}}
+    data["rows"] = [{"setting": "hotpotqa", "method": "ircot", "n": 2, "target_n": 2, "partial": False,
+                     "metrics": {"f1": 0.75}, "vs_baseline": None, "recall": None, "llm_calls_per_q": 3.5,
+                     "tokens_per_q": 1.0, "seconds_per_q": 1.0, "routed": None}]
+    assert "F1 1.000 against the best strategy alone (`ircot`) 0.750, +0.250" in relatives.render(data)

@@ -72,8 +72,32 @@ def test_labels_are_the_cheapest_right_strategy_else_the_best_f1():
     assert label({"no_retrieval": (0.0, False), "vanilla_rag": (1.0, True), "ircot": (1.0, True)}) == "vanilla_rag"
     assert label({"no_retrieval": (0.6, True), "vanilla_rag": (1.0, True), "ircot": (1.0, True)}) == "no_retrieval"
     assert label({"no_retrieval": (0.1, False), "vanilla_rag": (0.2, False), "ircot": (0.4, False)}) == "ircot"
-    assert label({"no_retrieval": (0.0, False), "vanilla_rag": (0.0, False), "ircot": (0.0, False)}) == "no_retrieval"
-    assert label({"vanilla_rag": (0.3, False), "ircot": (0.3, False)}) == "vanilla_rag"
+    assert label({"no_retrieval": (0.0, False), "vanilla_rag": (0.2, False), "ircot": (0.2, False)}) == "vanilla_rag"
+    # Every strategy wrong alike: the question tells them nothing apart, so it has no label.
+    assert label({"no_retrieval": (0.0, False), "vanilla_rag": (0.0, False), "ircot": (0.0, False)}) is None
+    assert label({"vanilla_rag": (0.3, False), "ircot": (0.3, False)}) is None
+
+
+def test_questions_every_strategy_got_wrong_alike_are_not_fitted_on_but_are_routed(tmp_path):
+    """A weak model answers most questions wrong with every strategy: labelled "cheapest", those would
+    teach the router never to retrieve; left out, the questions that tell the strategies apart decide."""
+    hopeless = [(f"What is the name of thing number {i}?", "none") for i in range(30)]
+
+    def run(strategy: str) -> Path:
+        folder = tmp_path / strategy
+        folder.mkdir()
+        rows = [{"id": f"q{i}", "question": q, "prediction": "x", "method": strategy, "model": "toy.gguf",
+                 "metrics": {"f1": 0.0 if needs == "none" else float(right_for(strategy, needs))},
+                 "accounting": {"llm_calls": CALLS[strategy]}} for i, (q, needs) in enumerate(POOL + hopeless)]
+        (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return folder
+
+    router, report = fit_runs([run(s) for s in STRATEGIES], tmp_path / "r.json")
+    assert report["questions"] == 54 and report["n"] == 24
+    assert report["labels"] == {"no_retrieval": 8, "vanilla_rag": 8, "ircot": 8}
+    assert router.choose(features("Which is taller, North Tower or South Spire?")) == "ircot"
+    assert sum(report["routed_out_of_fold"]["shares"].values()) == pytest.approx(1.0, abs=1e-3)
+    assert report["oracle"]["shares"]["no_retrieval"] == pytest.approx(38 / 54, abs=1e-3)
 
 
 def test_a_fitted_toy_router_routes_each_kind_of_question(runs, tmp_path, capsys):
@@ -178,3 +202,24 @@ def test_router_show_names_the_router_a_model_uses(tmp_path, capsys, runs):
     assert main(["router", "show", "--router", str(fit), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["fitted"] is True and shown["origin"] == str(fit) and shown["classes"] == list(STRATEGIES)
+
+
+def test_the_embedded_model_has_a_packaged_router_fit(tmp_path, monkeypatch, capsys):
+    """The fit shipped for the embedded model is found by its file's SHA-256, is a fit (not the rule), and
+    `selfrag router show` names it."""
+    from selfrag.llm.model_files import default_model_path, file_sha256
+    from selfrag.methods.catalog.adaptive_rag import find_router, forget
+
+    try:
+        path = default_model_path()
+    except ConfigError:
+        pytest.skip("the embedded model's package is not installed")
+    monkeypatch.setenv("SELFRAG_ROUTER_DIR", str(tmp_path))  # no user fit in the way
+    forget()
+    router, origin = find_router("embedded", file_sha256(path))
+    assert origin == "packaged fit" and router.fitted and "SmolLM2" in router.model
+    assert set(router.classes) <= set(STRATEGIES) and router.meta["report"]["n"] >= 50
+    assert router.choose(features("Were Scott Derrickson and Ed Wood of the same nationality?")) in router.classes
+    assert main(["router", "show"]) == 0
+    assert capsys.readouterr().out.startswith("packaged fit (fitted, on SmolLM2")
+    forget()

@@ -76,7 +76,7 @@ def read_strategy_runs(run_dirs: Sequence[str | Path]) -> dict[str, StrategyRun]
 class Labelled:
     ids: list[str]
     questions: list[str]
-    labels: list[str]
+    labels: list[str | None]  # None: no strategy right and all the same F1 (not fitted on)
     f1: dict[str, list[float]]  # strategy -> each question's F1
     calls: dict[str, list[float]]  # strategy -> each question's LLM calls
     skipped: int  # questions some run did not answer
@@ -124,19 +124,29 @@ def fit_runs(run_dirs: Sequence[str | Path], out: str | Path) -> tuple[Router, d
     """Fit the router on ``run_dirs`` and write it to ``out``; returns it and its report."""
     runs = read_strategy_runs(run_dirs)
     data = labelled(runs)
+    rows = [features(q) for q in data.questions]
+    told = [i for i, y in enumerate(data.labels) if y is not None]
     try:
-        router, oof = fit_router([features(q) for q in data.questions], data.labels)
+        router, oof = fit_router([rows[i] for i in told], [data.labels[i] for i in told])
     except ValueError as exc:
-        raise DataError(f"cannot fit a router on these runs: {exc}") from None
+        raise DataError(f"cannot fit a router on these runs: {exc} (questions that told the strategies apart: "
+                        f"{len(told)} of {len(data.ids)})") from None
+    # Every question routed as a new one would be: the fitted ones out of fold, the rest by the whole fit.
+    choices = [router.choose(r) for r in rows]
+    for i, c in zip(told, oof, strict=True):
+        choices[i] = c
     report = dict(router.meta["report"])
+    report["questions"] = len(data.ids)
     report["alone"] = {s: {"f1": _mean(data.f1[s]), "calls": _mean(data.calls[s])} for s in runs}
-    report["routed_out_of_fold"] = routed(data, oof)
-    report["oracle"] = routed(data, data.labels)
+    report["routed_out_of_fold"] = routed(data, choices)
+    # The oracle sends a question nothing told apart to the cheapest strategy.
+    report["oracle"] = routed(data, [y or next(iter(runs)) for y in data.labels])
     meta = {
         "fitted_on": {"runs": [{"strategy": s, "run_dir": str(Path(r.path).resolve())} for s, r in runs.items()],
                       "questions": len(data.ids), "skipped": data.skipped,
                       "label": "the cheapest strategy whose answer was right (F1 >= 0.5, or the gold label), "
-                               "else the one with the best F1"},
+                               "else the one with the best F1; a question every strategy got wrong with the "
+                               "same F1 is not fitted on"},
         "report": report,
     }
     router = replace(router, model=next(iter(runs.values())).model, meta=meta)

@@ -217,15 +217,19 @@ def packaged(name: str = DEFAULT_ROUTER) -> Router | None:
 # -- labels and fitting ---------------------------------------------------------------------
 
 
-def label(results: Mapping[str, tuple[float, bool]]) -> str:
+def label(results: Mapping[str, tuple[float, bool]]) -> str | None:
     """A fitting question's label from each strategy's (F1, right): the cheapest strategy that answered it
-    right, else the one with the best F1 (ties: the cheaper)."""
+    right, else the one with the best F1 (ties: the cheaper); None when no strategy answered it right and
+    all scored the same F1: such a question says nothing about which strategy helps (labelled "cheapest",
+    a weak model's many unanswered questions would teach the router never to retrieve)."""
     ran = [s for s in STRATEGIES if s in results]
     if not ran:
         raise ValueError("no strategy's result to label the question with")
     right = [s for s in ran if results[s][1]]
     if right:
         return right[0]
+    if len({results[s][0] for s in ran}) == 1:
+        return None
     return max(ran, key=lambda s: (results[s][0], -STRATEGIES.index(s)))
 
 

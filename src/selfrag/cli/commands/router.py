@@ -38,7 +38,9 @@ def _fit(args: argparse.Namespace) -> int:
     alone = ", ".join(f"{s} F1 {r['f1']:.3f} at {r['calls']:.1f} calls" for s, r in report["alone"].items())
     oof, oracle = report["routed_out_of_fold"], report["oracle"]
     shares = ", ".join(f"{s} {v:.0%}" for s, v in oof["shares"].items())
-    print(f"wrote {args.out}: {report['n']} questions, labels {report['labels']}, L2 {report['l2']}")
+    total = report.get("questions", report["n"])
+    print(f"wrote {args.out}: {total} questions, {report['n']} of them fitted on (the rest every strategy got "
+          f"wrong alike), labels {report['labels']}, L2 {report['l2']}")
     print(f"alone: {alone}")
     print(f"routed (out of fold): F1 {oof['f1']:.3f} at {oof['calls']:.1f} calls, sent to {shares}; "
           f"accuracy {report['cv_accuracy']:.3f} (the most common label alone: {report['majority_accuracy']:.3f})")
@@ -73,7 +75,7 @@ def _show(args: argparse.Namespace) -> int:
     report = router.meta.get("report") or {}
     if "routed_out_of_fold" in report:
         oof = report["routed_out_of_fold"]
-        print(f"  routed out of fold: F1 {oof['f1']:.3f} at {oof['calls']:.1f} calls over {report['n']} questions")
+        print(f"  routed out of fold: F1 {oof['f1']:.3f} at {oof['calls']:.1f} calls over {report.get('questions', report['n'])} questions")
     if where is not None:
         print(f"  a fit written to {where} is this model's router")
     return 0
