@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import relatives
+from lab import relatives, relatives_report
 from lab.quality_runs import load_cfg
 from selfrag.eval.datasets import load_dataset
 
@@ -53,9 +53,9 @@ def test_recall_and_routing_shares_read_off_the_records():
              "details": {"route": {"strategy": "ircot"}}},
             {"id": "2", "prediction": "y", "metrics": {}, "details": {"route": {"strategy": "no_retrieval"}}},
             {"id": "3", "prediction": None, "error": {"type": "X"}}]
-    assert relatives.recall(rows) == 0.5  # a question that retrieved nothing recalls nothing
-    assert relatives.routed(rows) == {"no_retrieval": 0.5, "vanilla_rag": 0.0, "ircot": 0.5}
-    assert relatives.routed(rows[2:]) is None
+    assert relatives_report.recall(rows) == 0.5  # a question that retrieved nothing recalls nothing
+    assert relatives_report.routed(rows) == {"no_retrieval": 0.5, "vanilla_rag": 0.0, "ircot": 0.5}
+    assert relatives_report.routed(rows[2:]) is None
 
 
 def test_the_report_has_a_row_per_method_with_its_interval_and_routing():
@@ -65,12 +65,12 @@ def test_the_report_has_a_row_per_method_with_its_interval_and_routing():
            "routed": {"no_retrieval": 0.0, "vanilla_rag": 0.5, "ircot": 0.5}}
     data = {"environment": {"model": "m", "date": "d", "commit": "c", "platform": "p", "cpus": 2, "llm": "x"},
             "router": None, "router_file": "r.json", "settings": {"hotpotqa": "HotpotQA"}, "rows": [row]}
-    text = relatives.render(data)
+    text = relatives_report.render(data)
     assert ("| `adaptive_rag` | 2 | 0.500 | +0.100 [-0.200, +0.300] | 0.750 | – | 2.5 | 900 | 3.0 | "
             "no_retrieval 0%, vanilla_rag 50%, ircot 50% |") in text
     row.update(method="ircot", routed=None, recall_vs_vanilla={"diff": 0.25, "lo": 0.1, "hi": 0.4, "n": 2})
     assert "| `ircot` | 2 | 0.500 | +0.100 [-0.200, +0.300] | 0.750 | +0.250 [+0.100, +0.400] | 2.5 |" in \
-        relatives.render(data)
+        relatives_report.render(data)
 
 
 def test_recall_is_paired_with_vanilla_rags_by_question():
@@ -79,7 +79,7 @@ def test_recall_is_paired_with_vanilla_rags_by_question():
 
     ours = [rec("a", 1.0), rec("b", 0.5), rec("c", 1.0)]
     base = [rec("a", 0.5), rec("b", 0.5)]  # c not answered by the baseline: left out
-    found = relatives.recall_vs(ours, base)
+    found = relatives_report.recall_vs(ours, base)
     assert found["n"] == 2 and found["diff"] == pytest.approx(0.25)
 
 
@@ -111,14 +111,14 @@ def test_adaptive_rag_is_set_against_the_best_strategy_on_the_questions_all_answ
             "vanilla_rag": [rec("a", 1.0, 1, "v"), rec("b", 0.0, 1, "v"), rec("c", 0.0, 1, "v")],
             "ircot": [rec("a", 1.0, 4, "i"), rec("b", 0.5, 3, "i")],  # c unanswered: left out everywhere
             "adaptive_rag": [rec("a", 1.0, 1, "a"), rec("b", 1.0, 1, "a"), rec("c", 1.0, 1, "a")]}
-    found = relatives.against_strategies(runs)
+    found = relatives_report.against_strategies(runs)
     assert found["n"] == 2 and found["best"] == "ircot" and found["best_f1"] == pytest.approx(0.75)
     assert found["vs_best"]["diff"] == pytest.approx(0.25) and found["calls_alone"]["ircot"] == pytest.approx(3.5)
-    assert relatives.against_strategies({k: v for k, v in runs.items() if k != "adaptive_rag"}) is None
+    assert relatives_report.against_strategies({k: v for k, v in runs.items() if k != "adaptive_rag"}) is None
     data = {"environment": {"model": "m", "date": "d", "commit": "c", "platform": "p", "cpus": 2, "llm": "x"},
             "router": None, "router_file": "r.json", "settings": {"hotpotqa": "HotpotQA"}, "rows": [],
             "adaptive": {"hotpotqa": found}}
     data["rows"] = [{"setting": "hotpotqa", "method": "ircot", "n": 2, "target_n": 2, "partial": False,
                      "metrics": {"f1": 0.75}, "vs_baseline": None, "recall": None, "llm_calls_per_q": 3.5,
                      "tokens_per_q": 1.0, "seconds_per_q": 1.0, "routed": None}]
-    assert "F1 1.000 against the best strategy alone (`ircot`) 0.750, +0.250" in relatives.render(data)
+    assert "F1 1.000 against the best strategy alone (`ircot`) 0.750, +0.250" in relatives_report.render(data)
