@@ -78,7 +78,7 @@ def test_labels_are_the_cheapest_right_strategy_else_the_best_f1():
     assert label({"vanilla_rag": (0.3, False), "ircot": (0.3, False)}) is None
 
 
-def test_questions_every_strategy_got_wrong_alike_are_not_fitted_on_but_are_routed(tmp_path):
+def test_questions_every_strategy_got_wrong_alike_are_not_fitted_on_but_are_routed(tmp_path, capsys):
     """A weak model answers most questions wrong with every strategy: labelled "cheapest", those would
     teach the router never to retrieve; left out, the questions that tell the strategies apart decide."""
     hopeless = [(f"What is the name of thing number {i}?", "none") for i in range(30)]
@@ -92,7 +92,11 @@ def test_questions_every_strategy_got_wrong_alike_are_not_fitted_on_but_are_rout
         (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         return folder
 
-    router, report = fit_runs([run(s) for s in STRATEGIES], tmp_path / "r.json")
+    dirs = [run(s) for s in STRATEGIES]
+    assert main(["router", "fit", *map(str, dirs), "--out", str(tmp_path / "cli.json")]) == 0
+    assert ": 54 questions, 24 of them fitted on (the rest every strategy got wrong alike)" in \
+        capsys.readouterr().out
+    router, report = fit_runs(dirs, tmp_path / "r.json")
     assert report["questions"] == 54 and report["n"] == 24
     assert report["labels"] == {"no_retrieval": 8, "vanilla_rag": 8, "ircot": 8}
     assert router.choose(features("Which is taller, North Tower or South Spire?")) == "ircot"
