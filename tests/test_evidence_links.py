@@ -47,3 +47,16 @@ def test_without_scores_or_titles():
 def test_scores_must_align():
     with pytest.raises(ValueError, match="2 scores for 1 documents"):
         evidence(Q, [ALIEN], [1.0, 2.0])
+
+
+def test_a_folder_passage_is_named_by_its_heading():
+    # Passages cut from a user's files are titled "file § heading": the question names the heading.
+    museum = Document(id="m", title="museum.html § Millbrook Heritage Museum", text="It is closed on Mondays.")
+    railway = Document(id="r", title="history.md § The railway",
+                       text="The old station is now the Millbrook Heritage Museum.")
+    got = evidence("On which day is the Millbrook Heritage Museum closed?", [museum, railway], [2.0, 1.8])
+    assert (got[0].named, got[0].linked) == (True, True)
+    assert (got[1].named, got[1].linked) == (False, False)
+    # The file name alone is not a name: "museum" in the question does not name museum.html.
+    whole = Document(id="w", title="museum.html", text="Opening hours.")
+    assert evidence("When does the museum open?", [whole])[0].named is False

@@ -18,7 +18,10 @@ above distractors much better than the retrieval score alone
 (docs/results.md). Passages without
 titles get only the score signal. Titles are compared after the answer
 normalisation (lower case, no punctuation or articles) with any trailing
-parenthetical ("Alien (film)") removed.
+parenthetical ("Alien (film)") removed. A passage cut from a user's file is
+titled ``file § heading`` (:mod:`selfrag.ingest.chunking`): its heading is the
+name a question would use, so only the heading is compared (a file name such as
+``museum.html`` is not how anyone asks).
 """
 
 from __future__ import annotations
@@ -32,6 +35,15 @@ from ..types import Document
 
 LINK_DEPTH = 3
 _PAREN = re.compile(r"\s*\([^)]*\)\s*$")
+
+
+def title_name(title: str | None) -> str:
+    """The normalised name a question would call a passage by: its title, or the heading of a
+    ``file § heading`` title, without a trailing parenthetical."""
+    text = title or ""
+    if " § " in text:
+        text = text.rsplit(" § ", 1)[1]
+    return _norm(_PAREN.sub("", text))
 
 
 def _contains(haystack: str, needle: str) -> bool:
@@ -68,7 +80,7 @@ def evidence(
     texts = {i: _norm(docs[i].text) for i in top}
     out = []
     for i, doc in enumerate(docs):
-        title = _norm(_PAREN.sub("", doc.title or ""))
+        title = title_name(doc.title)
         out.append(Evidence(
             score=max(values[i], 0.0) / best if best > 0 else 0.0,
             named=_contains(q, title),
