@@ -204,3 +204,19 @@ def test_a_reading_that_costs_a_call_joins_a_head_only_when_it_helps():
     telling = fit_critic(records, model="m.gguf", sha256="ab" * 32, layers=())
     assert "p_true" in telling.head("confidence").features
     assert telling.meta["confidence_tried"]["readings and calls"] > telling.meta["confidence_tried"]["readings"]
+
+
+def test_the_joint_flag_joins_the_support_head_only_when_it_helps():
+    """Support reads the likelihood; whether the candidate is the joint one joins only on a CV gain."""
+    plain = fit_critic(_records(400), model="m.gguf", sha256="ab" * 32, layers=())
+    assert plain.head("support").features == ("likelihood",)
+    assert set(plain.meta["support_tried"]) == {"likelihood", "likelihood and joint"}
+    records = _records(400)
+    rng = np.random.default_rng(2)
+    for r in records:  # one-passage candidates, mostly right at a likelihood where joint ones are mostly wrong
+        r["candidates"].append({"joint": False, "likelihood": -2.0, "right": bool(rng.random() < 0.8)})
+    telling = fit_critic(records, model="m.gguf", sha256="ab" * 32, layers=())
+    assert telling.head("support").features == ("likelihood", "joint")
+    support = telling.head("support")
+    assert support.probability({"likelihood": -2.0, "joint": 0.0}) > 0.5 > support.probability(
+        {"likelihood": -2.0, "joint": 1.0})

@@ -24,9 +24,11 @@ signals, support from the likelihood, sufficiency and confidence from the
 answer's readings, each joined by one hidden state's principal directions
 when cross-validation says it helps (every recorded layer and position is
 tried, given :data:`MIN_PER_CLASS` examples of each label; one is kept only
-when it adds at least :data:`HIDDEN_GAIN` to the cross-validated AUROC). The two readings that
-cost a call each (P(True) and the lift, :data:`~selfrag.methods.critique.signals.CALLED`) join by the
-same rule, and the critic asks for them only when a head reads them.
+when it adds at least :data:`HIDDEN_GAIN` to the cross-validated AUROC).
+Whether a candidate is the joint one joins the support head by the same
+rule, as do the two readings that cost a call each (P(True) and the lift,
+:data:`~selfrag.methods.critique.signals.CALLED`); the critic asks for them
+only when a head reads them.
 The sufficiency floor is the out-of-fold probability below which
 :data:`FLAGGED` of the answerable fitting questions fall.
 """
@@ -225,6 +227,17 @@ def answered(records: Iterable[dict[str, Any]], label: str) -> list[dict[str, An
     return [r for r in records if r.get("answer") is not None and r.get(label) is not None]
 
 
+def fit_support_head(rows: Sequence[dict], labels: Sequence[bool], seed: int = 0) -> tuple[Any, dict[str, Any]]:
+    """The support head over the likelihood, joined by the ``joint`` flag (a joint candidate and a
+    one-passage one sit at different likelihoods when right) only when that adds :data:`HIDDEN_GAIN`
+    to the cross-validated AUROC; and what each measured."""
+    alone = fit_head("support", rows, labels, SUPPORT[:1], seed=seed)
+    both = fit_head("support", rows, labels, SUPPORT, seed=seed)
+    tried = {"likelihood": alone.report["cv_auroc"], "likelihood and joint": both.report["cv_auroc"]}
+    better = (both.report["cv_auroc"] or 0) >= (alone.report["cv_auroc"] or 0) + HIDDEN_GAIN
+    return (both if better else alone), tried
+
+
 def fit_answer_head(name: str, records: Sequence[dict[str, Any]], label: str, layers: Sequence[int],
                     seed: int = 0) -> tuple[Any, dict[str, Any]]:
     """The head over the answer readings, with the hidden state that adds most, if one adds enough;
@@ -288,7 +301,7 @@ def fit_critic(records: Sequence[dict[str, Any]], *, model: str, sha256: str, la
         heads["relevance"] = fit_head("relevance", rows, labels, PASSAGE, seed=seed)
     rows, labels = support_rows(records)
     if len(set(labels)) == 2:
-        heads["support"] = fit_head("support", rows, labels, SUPPORT, seed=seed)
+        heads["support"], report["support_tried"] = fit_support_head(rows, labels, seed)
     for name, label in (("sufficiency", "sufficient"), ("confidence", "right")):
         chosen = answered(records, label)
         if len({bool(r[label]) for r in chosen}) == 2 and len(chosen) >= 10:

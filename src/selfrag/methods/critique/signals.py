@@ -31,7 +31,8 @@ from .confidence import contained, mean_logprob, p_true
 from .look_first import content_words
 
 PASSAGE = ("prior", "score_share", "named", "linked", "inv_rank")
-# A joint candidate (several passages) and a one-passage one sit at different likelihoods when right.
+# A joint candidate (several passages) and a one-passage one may sit at different likelihoods when right:
+# a fit reads the flag only where it measurably helps.
 SUPPORT = ("likelihood", "joint")
 ANSWER = ("seq", "least", "length", "p_true", "lift", "contained", "coverage", "top_prior", "second_prior",
           "read_prior", "named_read", "named_any")
