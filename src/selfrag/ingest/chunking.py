@@ -151,8 +151,16 @@ def chunk_section(text: str, settings: ChunkSettings) -> list[str]:
     return chunks
 
 
+HEADING_MARK = " § "
+
+
 def title_for(name: str, heading: str | None) -> str:
-    return f"{name} § {heading}" if heading else name
+    return f"{name}{HEADING_MARK}{heading}" if heading else name
+
+
+def heading_of(title: str) -> str | None:
+    """The heading of a title made by :func:`title_for` (None: the title names a whole file, or was not made here)."""
+    return title.rsplit(HEADING_MARK, 1)[1] if HEADING_MARK in title else None
 
 
 def chunk_file(name: str, sections: list[Section], settings: ChunkSettings, *, id_base: str | None = None,

@@ -30,6 +30,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..ingest.chunking import heading_of
 from ..normalize import normalize_answer as _norm
 from ..types import Document
 
@@ -41,9 +42,7 @@ def title_name(title: str | None) -> str:
     """The normalised name a question would call a passage by: its title, or the heading of a
     ``file § heading`` title, without a trailing parenthetical."""
     text = title or ""
-    if " § " in text:
-        text = text.rsplit(" § ", 1)[1]
-    return _norm(_PAREN.sub("", text))
+    return _norm(_PAREN.sub("", heading_of(text) or text))
 
 
 def _contains(haystack: str, needle: str) -> bool:
