@@ -12,8 +12,12 @@ reading resumes. The fits, the learning curves and the measures come from
 these files without another call (``python -m lab.critic_study``).
 
 ``pool`` is the fitting pool (980 HotpotQA dev questions in no evaluation
-sample, gold removed from about half); the other sets are the quality
-benchmark's (``lab.quality_runs``), read at its sizes.
+sample, gold removed from about half) and ``pubmedqa_pool`` a second one of
+another kind (PubMedQA's official training ids, untitled one-hop abstracts,
+the nearest other abstract in place of the own for about half);
+``pubmedqa_test_mix`` is its report set (the official test ids, the same
+way). The other sets are the quality benchmark's (``lab.quality_runs``), read
+at its sizes.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from lab.quality_runs import DATA, DATASETS, model_tag
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "results" / "runs" / "critic"
 POOL = DATA / "hotpotqa" / "hotpotqa_dev_pool_980.jsonl"
+PUBMED = DATA / "pubmedqa" / "ori_pqal.json"
 
 
 @dataclass(frozen=True)
@@ -40,10 +45,16 @@ class ReadSet:
     n: int | None
     remove_gold: float = 0.0
     skip: int = 0
+    split: str | None = None
 
 
 def read_sets() -> dict[str, ReadSet]:
-    sets = {"pool": ReadSet("pool", "hotpotqa", POOL, None, 0.5)}
+    sets = {"pool": ReadSet("pool", "hotpotqa", POOL, None, 0.5),
+            # A second kind of corpus to fit on: one-hop questions over untitled abstract sections (the
+            # official PubMedQA training ids), the nearest other abstract in place of its own for about half.
+            "pubmedqa_pool": ReadSet("pubmedqa_pool", "pubmedqa", PUBMED, None, 0.5, split="train"),
+            # ... and to report on: the official test ids, the same way.
+            "pubmedqa_test_mix": ReadSet("pubmedqa_test_mix", "pubmedqa", PUBMED, 100, 0.5, split="test")}
     sizes = {"hotpotqa_yesno": None, "pubmedqa": 50, "mmlu_evidence": 50}
     for name, d in DATASETS.items():
         over = dict(o.split("=", 1) for o in d.overrides)
@@ -65,7 +76,7 @@ async def read_set(spec: str | None, s: ReadSet, limit: int | None, every: int) 
     from selfrag.eval.critic_fit import Reader, hidden_layers, read_all, reading_config
     from selfrag.eval.datasets import load_dataset
 
-    overrides = [f"data.skip={s.skip}"] if s.skip else []
+    overrides = ([f"data.skip={s.skip}"] if s.skip else []) + ([f"data.split={s.split}"] if s.split else [])
     cfg = reading_config(spec, s.kind, str(s.path), s.remove_gold, overrides)
     sizes = [n for n in (s.n, limit) if n is not None]
     dataset = load_dataset(cfg.data, limit=min(sizes) if sizes else None)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from lab.machine import machine_lines
 from selfrag.eval.critic_fit import FLAGGED
+from selfrag.reflection.confidence import area_under, risk_coverage
 
 RESAMPLES = 1000  # lab.critic_study's bootstrap resamples, named in the report
 
@@ -25,11 +27,27 @@ BASELINES = {"relevance": ("evidence prior", "evidence prior"), "support": ("lik
              "confidence": ("packaged confidence", "sequence prob.")}
 
 
+def coverage(groups: Sequence[Sequence[tuple]]) -> dict[str, Any]:
+    """Risk-coverage curves of the confidence head and its two baselines (``(head, base, base2, right)``)."""
+    out = {}
+    for col, name in ((0, "confidence head"), (1, "packaged confidence"), (2, "sequence probability")):
+        pairs = [(t[col], 1.0 if t[3] else 0.0) for g in groups for t in g if t[col] is not None]
+        if pairs:
+            curve = risk_coverage([p for p, _ in pairs], [q for _, q in pairs])
+            out[name] = {"area": area_under(curve), "curve": [[round(c, 4), round(q, 4)] for c, q in curve]}
+    return out
+
+
+def fit_sets(rep: dict[str, Any]) -> str:
+    return ", ".join(f"{name} {n}" for name, n in (rep.get("fit_sets") or {"pool": rep["pool"]}).items())
+
+
 def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
     lines = ["# The fitted critic (reflection heads), measured", "",
              "Written by `python -m lab.critic_study` from the readings of `lab.critic_reads` (no model call "
-             "here). Fitted on the fitting pool only (HotpotQA dev, 980 questions in no evaluation sample; gold "
-             "removed from about half); measured on the evaluation sets below, which no fit saw. Labels: a passage "
+             "here). Fitted on the fitting sets only (the HotpotQA pool: dev questions in no evaluation sample; "
+             "PubMedQA's official training ids; gold removed from about half of each); measured on the evaluation "
+             "sets below, which no fit saw. Labels: a passage "
              "is relevant when its title is a supporting title; an answer is right at F1 >= 0.5; the passages "
              "read are sufficient when the question kept its gold and the answer read a gold paragraph; "
              "*answerable* scores the sufficiency head against whether the gold was removed at all. Intervals: "
@@ -38,8 +56,8 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
     for rep in reports:
         fit = rep["fit"]
         lines += [f"## {rep['model']}", "",
-                  f"Fitted on {rep['pool']} pool questions; sufficiency floor {fit['threshold']:.3f} (at most "
-                  f"{FLAGGED:.0%} of answerable pool questions below it, out of fold); hidden layers read: "
+                  f"Fitted on {rep['pool']} questions ({fit_sets(rep)}); sufficiency floor {fit['threshold']:.3f} (at most "
+                  f"{FLAGGED:.0%} of answerable fitting questions below it, out of fold); hidden layers read: "
                   f"{fit['layers'] or 'none'}.", "",
                   "| head | examples | positives | CV AUROC | CV ECE | hidden state |", "|---|---|---|---|---|---|"]
         for name, h in fit["heads"].items():

@@ -5,11 +5,11 @@
 Reads the readings ``lab.critic_reads`` wrote (``results/runs/critic/<model>/``)
 and, without calling a model:
 
-1. fits the critic on the whole fitting pool (``pool``), as ``selfrag critic
-   fit`` does, and writes it to ``results/critic_fits/<model>.json``;
-2. a learning curve: fits on random subsets of the pool (100, 250, 500 and
-   every question read; five subsets each, the whole pool once) and measures
-   each head on every evaluation set;
+1. fits the critic on the fitting sets (:data:`FIT_SETS`: the HotpotQA pool
+   and PubMedQA's training ids), as ``selfrag critic fit`` does, and writes it
+   to ``results/critic_fits/<model>.json``;
+2. a learning curve: fits on random subsets of them (100, 250, 500, all; five
+   subsets each, all once) and measures each head on every evaluation set;
 3. on each evaluation set, each head's AUROC and calibration error (ECE, 10
    bins) beside what ``self_rag`` read before (relevance: the evidence prior;
    sufficiency and confidence: the packaged confidence rule and the sequence
@@ -22,11 +22,10 @@ and, without calling a model:
 5. the answers' F1 against ``vanilla_rag_evidence``'s on the same questions
    (the quality benchmark's runs), and the risk-coverage curves (a plot).
 
-Writes ``results/critic_<model>.md`` / ``.json`` / ``.png``. With ``--package``
-it also writes the fits selfrag ships (``src/selfrag/reflection/fits/``): the
-embedded model's (by its file's SHA-256) and ``default.json``, the scalar
-heads fitted on every model's pool readings together (no hidden state: it
-serves any model without a fit of its own).
+Writes ``results/critic_<model>.md`` / ``.json`` / ``.png``. ``--package``
+also writes the fits selfrag ships (``src/selfrag/reflection/fits/``): the
+embedded model's (by its file's SHA-256) and ``default.json`` (the scalar
+heads over every model's fitting readings: it serves any model without a fit).
 """
 
 from __future__ import annotations
@@ -41,12 +40,12 @@ from typing import Any
 import numpy as np
 
 from lab.critic_reads import RUNS, readings_path
-from lab.critic_report import RESAMPLES, plot, render
+from lab.critic_report import RESAMPLES, coverage, plot, render
 from lab.machine import machine
 from lab.quality_stats import paired_bootstrap, read_predictions
 from selfrag.eval.critic_fit import fit_critic, load_readings, passage_rows, support_rows
 from selfrag.methods.critique.signals import support_values
-from selfrag.reflection.confidence import ConfidenceModel, Signals, area_under, risk_coverage
+from selfrag.reflection.confidence import ConfidenceModel, Signals
 from selfrag.reflection.heads import auroc, ece
 
 HERE = Path(__file__).resolve().parent
@@ -54,9 +53,10 @@ OUT = HERE / "results"
 FITS = OUT / "critic_fits"
 QUALITY = OUT / "runs" / "quality"
 SETS = ("hotpotqa", "hotpotqa_next", "hotpotqa_mix", "hotpotqa_mix_next", "hotpotqa_yesno", "pubmedqa",
-        "mmlu_evidence")
-CURVE = (100, 250, 500)
-SUBSETS = 5
+        "pubmedqa_test_mix", "mmlu_evidence")
+# What a fit reads: the HotpotQA pool and the second kind of corpus (PubMedQA's training ids).
+FIT_SETS = ("pool", "pubmedqa_pool")
+CURVE, SUBSETS = (100, 250, 500), 5  # fitting sizes of the learning curve; random subsets of each
 
 PACKAGED = ConfidenceModel.load(None)
 
@@ -64,6 +64,17 @@ PACKAGED = ConfidenceModel.load(None)
 def read(model: str, name: str) -> list[dict[str, Any]]:
     path = readings_path(model, name)
     return load_readings(path) if path.is_file() else []
+
+
+def fitting(model: str, sets: Sequence[str] = FIT_SETS) -> list[dict[str, Any]]:
+    return [r for name in sets for r in read(model, name)]
+
+
+def evaluation_sets(model: str, fitted: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Every evaluation set read for ``model``, less the questions a fit saw (the first PubMedQA ids mix
+    the official training ids, which the second fitting set reads, with the test ids)."""
+    seen = {r["id"] for r in fitted}
+    return {name: recs for name in SETS if (recs := [r for r in read(model, name) if r["id"] not in seen])}
 
 
 def fit_on(records: Sequence[dict[str, Any]], model: str) -> Any:
@@ -89,8 +100,8 @@ def items(fit: Any, records: Sequence[dict[str, Any]]) -> dict[str, list[list[tu
     for r in records:
         rows, labels = passage_rows([r])
         if rel is not None:
-            out["relevance"].append([(rel.probability(x), x["prior"], x["prior"], y) for x, y in zip(rows, labels,
-                                                                                                    strict=True)])
+            out["relevance"].append([(rel.probability(x), x["prior"], x["prior"], y)
+                                     for x, y in zip(rows, labels, strict=True)])
         rows, labels = support_rows([r])
         if sup is not None:
             out["support"].append([(sup.probability(x), x["likelihood"], x["likelihood"], y)
@@ -127,14 +138,12 @@ def ece_by_chance(probs: Sequence[float], draws: int = 1000, seed: int = 0) -> f
     labels drawn from the probabilities themselves. An ECE near it is what chance leaves at this n."""
     if not probs:
         return None
-    rng = np.random.default_rng(seed)
-    p = np.asarray(probs, dtype=float)
+    rng, p = np.random.default_rng(seed), np.asarray(probs, dtype=float)
     return float(np.mean([ece(p.tolist(), (rng.random(len(p)) < p).tolist()) for _ in range(draws)]))
 
 
 def measure(groups: Sequence[Sequence[tuple]]) -> dict[str, Any]:
-    """AUROC and ECE of the head; AUROC of the two baselines; the paired intervals of the differences."""
-    probs, labels = _flat(groups, 0)
+    probs, labels = _flat(groups, 0)  # the head's AUROC and ECE, the baselines' AUROC and paired intervals
     out = {"questions": len(groups), "n": len(probs), "positives": int(sum(labels)),
            "auroc": auroc(probs, labels), "ece": ece(probs, labels), "ece_if_calibrated": ece_by_chance(probs)}
     for col, name in ((1, "baseline"), (2, "baseline2")):
@@ -159,10 +168,9 @@ def cluster_interval(groups: Sequence[Sequence[tuple]], stat: Callable, seed: in
         value = stat([groups[rng.randrange(len(groups))] for _ in groups])
         if value is not None:
             values.append(value)
-    if not values:
-        return None
     values.sort()
-    return [round(values[int(0.025 * len(values))], 4), round(values[int(0.975 * len(values)) - 1], 4)]
+    return [round(values[int(0.025 * len(values))], 4), round(values[int(0.975 * len(values)) - 1], 4)] \
+        if values else None
 
 
 # -- the answer's first line on the sets with gold removed -----------------------------------------
@@ -188,7 +196,6 @@ def said(fit: Any, records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
 def _share(flags: Sequence[bool]) -> float | None:
     return None if not flags else sum(flags) / len(flags)
 
-
 # -- F1 against vanilla_rag_evidence -------------------------------------------------------------
 
 
@@ -207,7 +214,7 @@ def against_vanilla(model: str, name: str, records: Sequence[dict[str, Any]]) ->
     pairs = [(a, b) for a, b in pairs if b is not None]
     if not pairs:
         return None
-    mine, theirs = zip(*pairs, strict=True)
+    mine, theirs = [a for a, _ in pairs], [b for _, b in pairs]
     return {"n": len(pairs), "f1": float(np.mean(mine)), "vanilla_f1": float(np.mean(theirs)),
             "diff": paired_bootstrap(list(mine), list(theirs))}
 
@@ -222,23 +229,22 @@ def seconds(records: Sequence[dict[str, Any]]) -> dict[str, float] | None:
         scored = sum(s[1] for s in steps if s[0] == "select_likelihood")
         extra = (max(writes[:-1]) if len(writes) > 1 else 0.0) + scored if len(r.get("candidates") or []) > 1 else 0
         own.append(r["seconds"] - extra)
-    if not own:
-        return None
-    return {"default": float(np.mean(own)), "reading": float(np.mean([r["seconds"] for r in records]))}
+    return {"default": float(np.mean(own)), "reading": float(np.mean([r["seconds"] for r in records]))} if own else None
 
 
 # -- the report --------------------------------------------------------------------------------
 
 
-def model_report(model: str) -> dict[str, Any] | None:
-    pool = read(model, "pool")
+def model_report(model: str, fit_sets: Sequence[str] = FIT_SETS) -> dict[str, Any] | None:
+    pool = fitting(model, fit_sets)
     if len(pool) < 20:
         return None
     fit = fit_on(pool, model)
     FITS.mkdir(parents=True, exist_ok=True)
     fit.write(FITS / f"{model}.json")
-    sets = {name: recs for name in SETS if (recs := read(model, name))}
-    report: dict[str, Any] = {"model": model, "pool": len(pool), "fit": {
+    sets = evaluation_sets(model, pool)
+    report: dict[str, Any] = {"model": model, "pool": len(pool), "fit_sets": {
+        name: len(read(model, name)) for name in fit_sets}, "fit": {
         "threshold": fit.threshold, "layers": list(fit.layers), "meta": fit.meta,
         "heads": {k: h.report | {"hidden": None if h.hidden is None else f"{h.hidden.where}@{h.hidden.layer}"}
                   for k, h in fit.heads.items()}}, "sets": {}, "curve": {}}
@@ -309,16 +315,6 @@ def selection(fit: Any, pool: Sequence[dict[str, Any]], sets: dict[str, list]) -
     return out
 
 
-def coverage(groups: Sequence[Sequence[tuple]]) -> dict[str, Any]:
-    out = {}
-    for col, name in ((0, "confidence head"), (1, "packaged confidence"), (2, "sequence probability")):
-        pairs = [(t[col], 1.0 if t[3] else 0.0) for g in groups for t in g if t[col] is not None]
-        if pairs:
-            curve = risk_coverage([p for p, _ in pairs], [q for _, q in pairs])
-            out[name] = {"area": area_under(curve), "curve": [[round(c, 4), round(q, 4)] for c, q in curve]}
-    return out
-
-
 def learning_curve(pool: Sequence[dict[str, Any]], sets: dict[str, list], model: str) -> dict[str, Any]:
     """Per fitting size: each head's AUROC (mean and spread over the subsets) on every evaluation set."""
     sizes = [n for n in CURVE if n < len(pool)] + [len(pool)]
@@ -342,7 +338,7 @@ def learning_curve(pool: Sequence[dict[str, Any]], sets: dict[str, list], model:
     return out
 
 
-def package(models: Sequence[str]) -> None:
+def package(models: Sequence[str], fit_sets: Sequence[str] = FIT_SETS) -> None:
     """The packaged fits: the embedded model's own, and the defaults over every model's pool readings."""
     from selfrag.llm.model_files import default_model_path, file_sha256
 
@@ -350,17 +346,17 @@ def package(models: Sequence[str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     pooled = []
     for model in models:
-        pool = read(model, "pool")
+        pool = fitting(model, fit_sets)
         pooled += [{**r, "states": {}} for r in pool]
         if model == "embedded" and pool:
             path = default_model_path()
             fit = fit_critic(pool, model=path.name, sha256=file_sha256(path),
-                             layers=_layers(pool), meta={"data": "the fitting pool", "remove_gold": 0.5})
+                             layers=_layers(pool), meta={"data": " + ".join(fit_sets), "remove_gold": 0.5})
             fit.write(folder / f"{fit.sha256}.json")
             print(f"[critic] packaged the embedded model's fit ({len(pool)} questions)")
     if pooled:
         fit = fit_critic(pooled, model="", sha256="", layers=(),
-                         meta={"data": "the fitting pool", "remove_gold": 0.5, "models": list(models)})
+                         meta={"data": " + ".join(fit_sets), "remove_gold": 0.5, "models": list(models)})
         fit.write(folder / "default.json")
         print(f"[critic] packaged the default fit ({len(pooled)} questions of {len(models)} models)")
 

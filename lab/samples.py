@@ -13,6 +13,8 @@ that file's own format, so the same loader reads the sample and the full file:
   ``selfrag critic fit`` reads by default);
 - PubMedQA PQA-L: the first 50 records of ``ori_pqal.json``, with
   ``test_ground_truth.json`` cut to those of them in the official test split;
+  and the first 100 records of the official training ids (``ori_pqal_train_100.json``:
+  what ``selfrag critic fit`` reads by default beside the HotpotQA pool's);
 - MMLU medical: the first 9 or 8 questions of each of the six subjects (50 in all).
   The Self-BioRAG evidence passages are left out unless ``--with-evidence``:
   dmis-lab/self-biorag states no licence for them (src/selfrag/data/samples/README.md).
@@ -35,6 +37,7 @@ MMLU_SUBJECTS = ("anatomy", "clinical_knowledge", "college_biology", "college_me
                  "professional_medicine")
 N_HOTPOT = N_PUBMED = N_MMLU = 50
 N_FIT = 150
+N_PUBMED_FIT = 100
 
 
 def _first_lines(src: Path, dest: Path, n: int) -> None:
@@ -60,6 +63,9 @@ def pubmedqa(data: Path, out: Path) -> None:
     (folder / "ori_pqal.json").write_text(json.dumps(kept, indent=4, ensure_ascii=False) + "\n", encoding="utf-8")
     test = {pmid: label for pmid, label in truth.items() if pmid in kept}
     (folder / "test_ground_truth.json").write_text(json.dumps(test, indent=4) + "\n", encoding="utf-8")
+    train = dict([(pmid, r) for pmid, r in records.items() if pmid not in truth][:N_PUBMED_FIT])
+    (folder / f"ori_pqal_train_{N_PUBMED_FIT}.json").write_text(json.dumps(train, indent=4, ensure_ascii=False) + "\n",
+                                                              encoding="utf-8")
 
 
 def mmlu(data: Path, out: Path, with_evidence: bool) -> None:

@@ -134,27 +134,35 @@ def test_the_embedded_model_has_a_packaged_fit():
 
 @pytest.mark.model
 def test_critic_fit_on_the_embedded_model_writes_a_fit_that_self_rag_then_reads(tmp_path, capsys):
-    """`selfrag critic fit` on four questions of the shipped pool sample, with the real embedded model; a
-    second run reads nothing again, a torn last line is read again; `selfrag ask` then reads the new fit."""
-    args = ["critic", "fit", "--data", "sample:hotpotqa_fit", "--limit", "4", "--no-progress"]
+    """`selfrag critic fit` on the first questions of both shipped fitting samples (HotpotQA, PubMedQA), with
+    the real embedded model; a second run reads nothing again, a torn last line is read again; `selfrag ask`
+    then reads the new fit."""
+    args = ["critic", "fit", "--limit", "3", "--no-progress"]
     assert main(args) == 0
     out = capsys.readouterr().out
     fits = sorted(critic_dir().glob("*.json"))
-    assert len(fits) == 1 and f"wrote {fits[0]} (4 questions" in out and "read 4 questions now" in out
-    readings = next(critic_dir().glob("*.readings.jsonl"))
-    records = load_readings(readings)
-    assert len(records) == 4 and all(r["passages"] and "readings" in r for r in records)
+    assert len(fits) == 1 and f"wrote {fits[0]} (6 questions" in out and out.count("read 3 questions now") == 2
+    files = sorted(critic_dir().glob("*.readings.jsonl"))
+    assert len(files) == 2  # one readings file per --data
+    records = [r for f in files for r in load_readings(f)]
+    assert len(records) == 6 and all(r["passages"] and "readings" in r for r in records)
     assert all(len(r["states"]["prompt"]) == 3 for r in records)  # hidden states of three layers
+    answered = [r for r in records if r["answer"] is not None]
+    pubmed = [r for r in answered if r["id"].isdigit()]  # PubMed ids; HotpotQA's are hexadecimal
+    assert pubmed and all(r["readings"]["contained"] is None for r in pubmed)  # yes/no/maybe: unknown, not 0
+    assert all(r["sufficient"] is not None for r in answered)  # both kinds labelled
     fit = CriticFit.read(fits[0])
-    assert fit.sha256 == fits[0].stem and fit.meta["questions"] == 4
+    assert fit.sha256 == fits[0].stem and fit.meta["questions"] == 6
+    assert fit.meta["data"] == ["sample:hotpotqa_fit", "sample:pubmedqa_fit"]
 
     assert main(args) == 0
-    assert "read 0 questions now" in capsys.readouterr().out
+    assert capsys.readouterr().out.count("read 0 questions now") == 2
+    readings = files[0]
     text = readings.read_text(encoding="utf-8")
     readings.write_text(text[: text.rstrip("\n").rfind("\n") + 1] + text.splitlines()[-1][:40], encoding="utf-8")
     assert main(args) == 0
     assert "read 1 questions now" in capsys.readouterr().out
-    assert len(load_readings(readings)) == 4
+    assert len(load_readings(readings)) == 3
 
     docs = tmp_path / "docs"
     docs.mkdir()

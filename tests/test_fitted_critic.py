@@ -9,6 +9,7 @@ import pytest
 
 from selfrag.cli.main import main
 from selfrag.config import load_config
+from selfrag.eval.critic_fit import load_readings
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.methods.critique.fits import installed
@@ -71,6 +72,33 @@ async def test_every_phase_has_a_verdict_with_its_source():
     assert said == {"value": pytest.approx(0.9526, abs=1e-4), "floor": 0.5,
                     "source": "fitted: answer readings (test fit)", "low": False}
     assert response.confidence == pytest.approx(0.8808, abs=1e-4)
+
+
+@pytest.mark.parametrize(("text", "choices", "reply", "contained"), [
+    (QUESTION, (), "93 degrees", 1.0),  # a written answer: its words are in the passage read
+    (QUESTION, (), "400 degrees", 0.5),
+    ("Is espresso brewed at 93 degrees?", (), "Yes", None),  # yes/no holds nothing to find: unknown, not 0
+    ("Brew at?\nA. 93\nB. 60", ("93", "60"), "A", None),  # an option letter
+    ("Brew at which?", ("93 degrees", "60 degrees"), "93 degrees", None),  # any answer to a choice question
+])
+async def test_a_closed_answer_has_no_containment(text, choices, reply, contained):
+    script = {**SCRIPT, "Question:": {"text": reply, "top_logprobs": {reply.split()[0]: -0.05},
+                                      "forced_logprobs": [-1.5, -1.0]}}
+    method = create_method("self_rag", ScriptedBackend(script), create_retriever("bm25", DOCS),
+                           {"self_rag": {"retrieval_mode": "always"}})
+    with installed(fit(3.0, reads=("contained",)), "test fit"):
+        response = await method.answer(Question(id="q", text=text, choices=choices))
+    assess = next(s for s in response.reasoning_chain if s.action == "assess")
+    assert response.answer.lower() == reply.lower() and assess.details["readings"]["contained"] == contained
+
+
+def test_readings_recorded_before_closed_answers_had_no_containment_are_read_as_unknown(tmp_path):
+    path = tmp_path / "readings.jsonl"
+    rows = [{"id": "a", "answer": "No", "readings": {"contained": 0.0, "seq": -0.2}},
+            {"id": "b", "answer": "Paris", "readings": {"contained": 0.0}}, {"id": "c", "answer": None}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    a, b, c = load_readings(path)
+    assert a["readings"] == {"contained": None, "seq": -0.2} and b["readings"]["contained"] == 0.0 and c == rows[2]
 
 
 async def test_a_low_sufficiency_is_said_first_and_a_floor_of_off_always_answers():

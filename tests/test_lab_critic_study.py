@@ -1,4 +1,4 @@
-"""lab.critic_study without a model: the ECE a calibrated head shows by chance."""
+"""lab.critic_study and lab.critic_kinds without a model: the ECE of chance, held-out sets, the kinds compared."""
 
 from __future__ import annotations
 
@@ -17,3 +17,39 @@ def test_the_ece_of_chance_shrinks_with_n_and_a_miscalibrated_head_sits_above_it
     p = np.linspace(0.05, 0.95, 400)
     overconfident = ece(p.tolist(), (np.random.default_rng(1).random(400) < 0.5).tolist())
     assert overconfident > 3 * ece_by_chance(p.tolist())
+
+
+def _record(qid: str, seq: float, answerable: bool) -> dict:
+    return {"id": qid, "answerable": answerable, "passages": [], "answer": "x", "right": answerable,
+            "sufficient": answerable, "readings": {"seq": seq}, "candidates": []}
+
+
+def test_an_evaluation_set_never_holds_a_question_a_fit_saw(monkeypatch):
+    import lab.critic_study as study
+
+    sets = {"pubmedqa": [_record("1", 0, True), _record("2", 0, True)], "mmlu_evidence": [_record("3", 0, True)]}
+    monkeypatch.setattr(study, "read", lambda model, name: sets.get(name, []))
+    out = study.evaluation_sets("m", [_record("1", 0, True), _record("3", 0, True)])
+    assert {k: [r["id"] for r in v] for k, v in out.items()} == {"pubmedqa": ["2"]}  # an emptied set is dropped
+
+
+def test_the_second_kind_comparison_counts_what_each_fit_says():
+    from lab.critic_kinds import flags, versus
+    from selfrag.reflection.critic_fit import CriticFit
+    from selfrag.reflection.heads import Head
+
+    def fit(weight: float) -> CriticFit:  # sufficiency = sigmoid(weight * seq), floor 0.5
+        return CriticFit({"sufficiency": Head("sufficiency", ("seq",), (0.0,), (1.0,), (weight,), 0.0)}, 0.5)
+
+    records = [_record(f"a{i}", 1.0 + i, True) for i in range(6)] + [_record(f"g{i}", -1.0 - i, False)
+                                                                     for i in range(6)]
+    records[0]["readings"]["seq"] = -0.5  # one answerable question the sign reads as gold removed
+    right, backwards = fit(1.0), fit(-1.0)
+    assert flags(right, records, True) == [1.0] + [0.0] * 5 and flags(right, records, False) == [1.0] * 6
+    out = versus(backwards, right, records)
+    # -0.5 still ranks above every gold-removed question: the ranking is perfect, the floor is not.
+    assert out["sufficiency"]["auroc"] == 1.0 and out["sufficiency"]["baseline_auroc"] == 0.0
+    assert out["said"]["both"]["flagged_answerable"] == pytest.approx(1 / 6)
+    assert out["said"]["pool"]["flagged_answerable"] == pytest.approx(5 / 6)
+    assert out["flag_diff_answerable"]["diff"] == pytest.approx(-4 / 6)
+    assert out["flag_diff_removed"]["diff"] == pytest.approx(1.0)

@@ -23,7 +23,7 @@ def data(**kw) -> DataSection:
 
 def test_every_sample_file_is_small_and_has_its_licence_beside_it():
     files = [p for p in samples_dir().rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl")]
-    assert len(files) == 11
+    assert len(files) == 12
     for path in files:
         assert path.stat().st_size < MiB, path
         licence = path.parent / "LICENSE"
@@ -145,6 +145,9 @@ def test_the_samples_are_the_first_questions_of_the_project_files(shared_data):
     full = json.loads((shared_data / "pubmedqa" / "ori_pqal.json").read_text())
     sample = json.loads((samples_dir() / "pubmedqa" / "ori_pqal.json").read_text())
     assert list(sample.items()) == list(full.items())[:50]
+    truth = json.loads((shared_data / "pubmedqa" / "test_ground_truth.json").read_text())
+    fit = json.loads((samples_dir() / "pubmedqa" / "ori_pqal_train_100.json").read_text())
+    assert list(fit.items()) == [(k, v) for k, v in full.items() if k not in truth][:100]  # training ids only
     for path in (samples_dir() / "mmlu_evidence").glob("*.jsonl"):
         records = json.loads(path.read_text())
         original = json.loads((shared_data / "medical" / "evidence" / path.name).read_text())

@@ -67,7 +67,6 @@ def test_questions_that_cannot_lose_their_gold_are_one_line_errors(question, mes
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    (["data.dataset=pubmedqa", "data.remove_gold=true"], "dataset pubmedqa has no gold paragraphs to remove"),
     (["data.dataset=mmlu_evidence", "data.remove_gold=0.5"], "dataset mmlu_evidence has no gold paragraphs"),
     (["data.remove_gold=true"], "dataset demo has no gold paragraphs"),
     (["data.dataset=hotpotqa", "data.remove_gold=1.5"], "share of questions to remove it from"),
@@ -83,6 +82,34 @@ def test_remove_gold_config_values():
     assert load_config(overrides=["data.dataset=hotpotqa", "data.remove_gold=0.5"]).data.remove_gold == 0.5
     assert load_config(overrides=["data.dataset=jsonl", "data.remove_gold=true"]).data.remove_gold is True
     assert load_config(overrides=["data.dataset=pubmedqa", "data.remove_gold=false"]).data.remove_gold is False
+
+
+def test_a_pubmedqa_question_without_its_abstract_gets_the_nearest_other_one():
+    """Through the config a user writes: the shipped PubMedQA sample with every abstract removed."""
+    plain = load_dataset(load_config(overrides=["data.dataset=pubmedqa"]).data).questions
+    cfg = load_config(overrides=["data.dataset=pubmedqa", "data.remove_gold=true"])
+    swapped = load_dataset(cfg.data).questions
+    by_id = {x.id: x for x in plain}
+    assert [x.id for x in swapped] == [x.id for x in plain]
+    for x in swapped:
+        donor = by_id[x.metadata["distractors_from"]]
+        assert donor.id != x.id and x.contexts == donor.contexts and x.metadata["answerable"] is False
+        assert x.answers == by_id[x.id].answers  # the gold answer still says what a right one would be
+    assert len({x.metadata["distractors_from"] for x in swapped}) > len(swapped) // 3  # not one donor for all
+
+
+def test_the_nearest_abstract_is_the_one_sharing_most_words():
+    def abstract(qid: str, text: str, words: str) -> Question:
+        return Question(id=qid, text=text, contexts=(Document(id=f"{qid}-0", title="Background", text=words),),
+                        metadata={"gold_contexts": "all"})
+
+    questions = [abstract("a", "Does aspirin reduce stroke risk?", "Aspirin trial in stroke patients."),
+                 abstract("b", "Is coffee linked to sleep loss?", "Coffee and sleep in students."),
+                 abstract("c", "Does aspirin prevent migraine?", "Aspirin for migraine and stroke risk.")]
+    out = remove_gold(questions, 1.0, "f")
+    assert [x.metadata["distractors_from"] for x in out] == ["c", "a", "a"]
+    with pytest.raises(DataError, match="only this one"):
+        remove_gold(questions[:1], 1.0, "f")
 
 
 def test_jsonl_with_a_shared_corpus_cannot_remove_gold(tmp_path):

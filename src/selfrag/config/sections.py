@@ -84,7 +84,7 @@ class RetrievalSection(StrictModel):
 # The dataset names a config may give; selfrag.eval.datasets has one loader for each.
 DATASETS = ("hotpotqa", "pubmedqa", "mmlu_evidence", "jsonl", "demo")
 # Datasets whose questions can name their gold paragraphs (data.remove_gold).
-GOLD_DATASETS = ("hotpotqa", "jsonl")
+GOLD_DATASETS = ("hotpotqa", "pubmedqa", "jsonl")
 
 
 class DataSection(StrictModel):
@@ -140,7 +140,7 @@ class DataSection(StrictModel):
         dataset = info.data.get("dataset")
         if value and dataset in DATASETS and dataset not in GOLD_DATASETS:
             raise ValueError(f"dataset {dataset} has no gold paragraphs to remove; it works with "
-                             "hotpotqa (and jsonl with supporting_titles)")
+                             "hotpotqa, pubmedqa (and jsonl with supporting_titles)")
         return value
 
 

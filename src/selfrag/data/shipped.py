@@ -51,6 +51,10 @@ SAMPLES: dict[str, Sample] = {
         Sample("pubmedqa", "pubmedqa", "pubmedqa/ori_pqal.json", 50,
                "PubMedQA PQA-L: the first 50 questions (23 of the official test split), each with its abstract",
                "MIT"),
+        Sample("pubmedqa_fit", "pubmedqa", "pubmedqa/ori_pqal_train_100.json", 100,
+               "PubMedQA PQA-L: the first 100 questions of the official training ids, each with its abstract "
+               "(what `selfrag critic fit` reads by default beside hotpotqa_fit)",
+               "MIT"),
         Sample("mmlu_evidence", "mmlu_evidence", "mmlu_evidence", 50,
                "MMLU medical, 6 subjects: the first 8-9 questions of each, without the Self-BioRAG evidence "
                "(no stated licence; `selfrag data download mmlu_evidence` fetches it)",

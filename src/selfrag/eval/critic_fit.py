@@ -15,7 +15,8 @@ stopped and never reads a question twice.
 one of the question's supporting titles; an answer (the selected one or a
 candidate) is right when its F1 against a gold answer is at least 0.5; the
 passages read are sufficient when the question kept its gold paragraphs and
-the answer read one of them. About half the fitting questions lose their
+the answer read one of them (a question over its own abstract alone,
+``gold_contexts: all``: when it kept its abstract). About half the fitting questions lose their
 gold paragraphs (``remove_gold``), so the heads see insufficient passages as
 often as sufficient ones.
 
@@ -49,7 +50,7 @@ from ..errors import DataError
 from ..methods.catalog.self_rag.candidates import Write
 from ..methods.core.answer_shape import finalize_answer
 from ..methods.critique.fits import installed
-from ..methods.critique.signals import ANSWER, CALLED, PASSAGE, SUPPORT, support_values
+from ..methods.critique.signals import ANSWER, CALLED, PASSAGE, SUPPORT, closed, support_values
 from ..reflection.critic_fit import CriticFit
 from ..reflection.heads import auroc, ece, fit_head, out_of_fold, pack_f16, unpack_f16
 from ..types import Question
@@ -123,6 +124,8 @@ def reading(question: Question, state: Any, seconds: float, steps: Sequence[Any]
         return {**record, "answer": None}
     read = [i for i in best.indices if 0 < i <= len(docs)]
     sufficient = None if not gold else record["answerable"] and any(docs[i - 1].title in gold for i in read)
+    if question.metadata.get("gold_contexts") == "all":  # every passage is its own abstract's, or none is
+        sufficient = record["answerable"] and bool(read)
     candidates = [c for c in [state.joint, *state.candidates] if c is not None and c.text.strip()]
     return {**record, "answer": best.text, "joint": best.joint, "read": read, "f1": f1_of(question, best.text),
             "right": is_right(question, best.text),
@@ -198,10 +201,19 @@ async def read_all(reader: Reader, questions: Sequence[Question], path: Path,
 
 def load_readings(path: Path) -> list[dict[str, Any]]:
     try:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     except (OSError, ValueError) as exc:
         raise DataError(f"{path}: cannot read the readings ({exc.__class__.__name__}); delete it to read again") \
             from None
+    return [_unknown_containment(r) for r in records]
+
+
+def _unknown_containment(record: dict[str, Any]) -> dict[str, Any]:
+    """A record read before closed answers had no containment: theirs is unknown, not 0."""
+    readings = record.get("readings")
+    if not readings or readings.get("contained") is None or not closed(record.get("answer") or ""):
+        return record
+    return {**record, "readings": {**readings, "contained": None}}
 
 
 # -- fitting ---------------------------------------------------------------------------------------

@@ -5,7 +5,9 @@ The file is one JSON object keyed by PubMed id, each value holding
 names), ``LONG_ANSWER`` and ``final_decision`` (the gold label). Each section
 becomes a :class:`Document`. ``data.split: test`` keeps the 500 questions of
 the official test split (ids from ``test_ground_truth.json`` next to the
-file); ``train`` keeps the other 500.
+file); ``train`` keeps the other 500. Every section is the question's own
+(``gold_contexts: all``), so ``data.remove_gold`` puts the nearest other
+abstract in their place (:mod:`selfrag.eval.unanswerable`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def parse_record(pmid: str, record: Any) -> Question:
         type=QuestionType.YES_NO.value,
         choices=YES_NO_MAYBE,
         contexts=tuple(documents),
-        metadata={"question": question, "long_answer": record.get("LONG_ANSWER", ""), "year": record.get("YEAR")},
+        metadata={"question": question, "gold_contexts": "all", "long_answer": record.get("LONG_ANSWER", ""), "year": record.get("YEAR")},
     )
 
 

@@ -19,6 +19,13 @@ in the shared file have only their two gold paragraphs) gets the
 distractors of the nearest question in file order that has some (the one
 before it first), recorded in ``metadata["distractors_from"]``, so every
 question id stays in the run.
+
+A question whose passages are all one source's (``metadata["gold_contexts"] ==
+"all"``: a PubMedQA question over its own abstract) has no distractors of its
+own: made unanswerable, it gets the passages of the other question whose
+passages share the most content words with it (the nearest abstract on the
+topic the file holds, the first in file order on a tie), also recorded in
+``metadata["distractors_from"]``.
 """
 
 from __future__ import annotations
@@ -59,12 +66,33 @@ def _borrowed(questions: Sequence[Question], index: int, gold: set[str]) -> tupl
                     "the file has no question with paragraphs other than its gold ones")
 
 
+def _nearest(questions: Sequence[Question], index: int, words: list[set[str]]) -> Question:
+    """The other question whose passages share the most content words with question ``index``."""
+    from ..methods.critique.look_first import content_words
+
+    wanted = content_words(questions[index].text)
+    others = [j for j in range(len(questions)) if j != index and questions[j].contexts]
+    if not others:
+        raise DataError(f"question {questions[index].id}: data.remove_gold needs another question's passages "
+                        "to put in place of its own; the file holds only this one")
+    for j in others:
+        if not words[j]:
+            words[j] = content_words(" ".join(d.text for d in questions[j].contexts))
+    return questions[max(others, key=lambda j: (len(wanted & words[j]), -j))]
+
+
 def remove_gold(questions: Sequence[Question], share: float, source: str) -> list[Question]:
     """The questions, the picked ones without their gold paragraphs, each marked answerable or not."""
     out = []
+    words: list[set[str]] = [set() for _ in questions]
     for i, question in enumerate(questions):
         if not picked(question.id, share):
             out.append(replace(question, metadata={**question.metadata, "answerable": True}))
+            continue
+        if question.metadata.get("gold_contexts") == "all":
+            donor = _nearest(questions, i, words)
+            out.append(replace(question, contexts=donor.contexts, metadata={
+                **question.metadata, "answerable": False, "distractors_from": donor.id}))
             continue
         gold = {t for t in question.metadata.get("supporting_titles") or [] if t}
         where = f"{source}: question {question.id}"

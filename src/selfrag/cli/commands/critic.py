@@ -11,7 +11,9 @@ from pathlib import Path
 NAME = "critic"
 HELP = "fit a model's critic on labelled questions (its reflection heads), or show the fit a model uses"
 ORDER = 58
-DEFAULT_DATA = "sample:hotpotqa_fit"
+# Two kinds of corpus: two-hop questions over ten titled Wikipedia paragraphs, and one-hop questions
+# over a single untitled abstract; fitted on one kind, the sufficiency floor misreads the other.
+DEFAULT_DATA = ("sample:hotpotqa_fit", "sample:pubmedqa_fit")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,11 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fit = sub.add_parser("fit", help="read labelled questions with self_rag, fit the heads, write the fit where "
                          "self_rag finds it (by the model file's SHA-256)")
     OPTIONS["llm"].add(fit, NAME)
-    fit.add_argument("--data", default=DEFAULT_DATA, metavar="FILE",
-                     help="labelled questions: HotpotQA records (with supporting_facts) or JSONL with answers, "
-                     "contexts and supporting_titles (docs/evaluation.md); default: the shipped sample of "
-                     "the fitting pool, " + DEFAULT_DATA)
-    fit.add_argument("--limit", type=int, metavar="N", help="read only the first N questions")
+    fit.add_argument("--data", action="append", metavar="FILE",
+                     help="labelled questions: HotpotQA records (with supporting_facts), PubMedQA's "
+                     "ori_pqal.json, or JSONL with answers, contexts and supporting_titles (docs/evaluation.md); "
+                     "repeat to fit on several; default: the shipped fitting samples, " + " and ".join(DEFAULT_DATA))
+    fit.add_argument("--limit", type=int, metavar="N", help="read only the first N questions of each --data")
     fit.add_argument("--remove-gold", type=float, default=0.5, metavar="SHARE",
                      help="drop the gold paragraphs of about this share of questions, so the sufficiency head "
                      "sees passages that do not hold the answer (default 0.5)")
@@ -39,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _dataset(data: str) -> str:
-    """The loader a --data value needs: a sample's own, HotpotQA records, else selfrag's JSONL."""
+    """The loader a --data value needs: a sample's own, HotpotQA records, PubMedQA's JSON object, else
+    selfrag's JSONL."""
     from ...data.shipped import PREFIX, get_sample
     from ...errors import DataError
 
@@ -54,12 +57,14 @@ def _dataset(data: str) -> str:
                 try:
                     first = json.loads(line)
                 except ValueError:
-                    return "hotpotqa"  # a JSON array file (the official HotpotQA format)
+                    # one JSON document: an array (the official HotpotQA format) or PubMedQA's object
+                    return "pubmedqa" if line.lstrip().startswith("{") else "hotpotqa"
                 return "hotpotqa" if isinstance(first, dict) and "supporting_facts" in first else "jsonl"
     raise DataError(f"--data {data}: the file is empty")
 
 
-def _config(args: argparse.Namespace):
+def _configs(args: argparse.Namespace) -> list:
+    """One reading config per --data."""
     from ...errors import DataError
     from ...eval.critic_fit import reading_config
 
@@ -67,7 +72,8 @@ def _config(args: argparse.Namespace):
         raise DataError(f"--limit {args.limit}: give at least 1 question")
     if not 0 <= args.remove_gold <= 1:
         raise DataError(f"--remove-gold {args.remove_gold}: give a share between 0 and 1")
-    return reading_config(args.llm, _dataset(args.data), args.data, args.remove_gold, args.overrides)
+    return [reading_config(args.llm, _dataset(data), data, args.remove_gold, args.overrides)
+            for data in args.data or DEFAULT_DATA]
 
 
 def _fit(args: argparse.Namespace) -> int:
@@ -85,35 +91,35 @@ def _fit(args: argparse.Namespace) -> int:
     from ...methods.critique.fits import fit_path, forget, model_sha256
     from ...version import __version__
 
-    cfg = _config(args)
-    llm = build_backend(cfg)
+    configs = _configs(args)
+    datasets = [load_dataset(cfg.data, limit=args.limit) for cfg in configs]  # every --data checked first
+    llm = build_backend(configs[0])
     sha = model_sha256(llm)
     if sha is None:
         raise ConfigError(f"{llm.spec}: a critic is fitted for a local model file (llamacpp:PATH); an API model "
                           "uses the prompted critic")
-    dataset = load_dataset(cfg.data, limit=args.limit)
-    data_key = _data_key(cfg.data)
     out = Path(args.out).expanduser() if args.out else fit_path(sha)
-    readings = out.with_name(f"{out.stem}.{data_key}.readings.jsonl")
-    method = build_method(cfg, llm, None)
     layers = hidden_layers(llm)
-    reader = Reader(method, layers)
-    bar = _progress(args.no_progress, len(dataset.questions))
+    records: list[dict] = []
 
-    async def read() -> int:
+    async def read() -> None:
         try:
-            return await read_all(reader, dataset.questions, readings, bar)
+            for cfg, dataset in zip(configs, datasets, strict=True):
+                readings = out.with_name(f"{out.stem}.{_data_key(cfg.data)}.readings.jsonl")
+                reader = Reader(build_method(cfg, llm, None), layers)
+                bar = _progress(args.no_progress, len(dataset.questions))
+                now = await read_all(reader, dataset.questions, readings, bar)
+                bar(None, None, None)
+                print(f"read {now} questions now ({len(dataset.questions) - now} read before, kept in {readings})")
+                ids = {q.id for q in dataset.questions}
+                records.extend(r for r in load_readings(readings) if r["id"] in ids)
         finally:
             await llm.aclose()
 
-    now = asyncio.run(read())
-    bar(None, None, None)
-    print(f"read {now} questions now ({len(dataset.questions) - now} read before, kept in {readings})")
-    ids = {q.id for q in dataset.questions}
-    records = [r for r in load_readings(readings) if r["id"] in ids]
+    asyncio.run(read())
     fit = fit_critic(records, model=str(llm.model), sha256=sha, layers=layers,
-                     meta={"data": str(args.data), "remove_gold": args.remove_gold, "selfrag": __version__,
-                           "recorded_layers": list(layers)})
+                     meta={"data": [str(d) for d in args.data or DEFAULT_DATA], "remove_gold": args.remove_gold,
+                           "selfrag": __version__, "recorded_layers": list(layers)})
     fit.write(out)
     forget()
     print(f"wrote {out} ({len(records)} questions)")

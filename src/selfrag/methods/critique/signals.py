@@ -22,6 +22,7 @@ import math
 from collections.abc import Collection, Sequence
 
 from ...llm.base import chat
+from ...normalize import normalize_answer
 from ...prompts import load_prompt, render
 from ...retrieval.links import evidence
 from ...types import Candidate, Document, Question
@@ -39,6 +40,7 @@ ANSWER = ("seq", "least", "length", "p_true", "lift", "contained", "coverage", "
 # The answer readings that cost a model call each (P(True), and the likelihood after the question alone
 # for the lift): a fit keeps them only where they measurably help, and only those a fit reads are asked.
 CALLED = ("p_true", "lift")
+YES_NO = frozenset({"yes", "no", "maybe"})
 
 
 def support_values(likelihood: float, joint: bool) -> dict[str, float]:
@@ -51,6 +53,15 @@ def passage_signals(question: str, docs: Sequence[Document], scores: Sequence[fl
     signals = evidence(question, docs, scores if scores is not None and len(scores) == len(docs) else None)
     return [{"prior": s.prior, "score_share": s.score, "named": float(s.named), "linked": float(s.linked),
              "inv_rank": 1.0 / i} for i, s in enumerate(signals, start=1)]
+
+
+def closed(answer: str, question: Question | None = None) -> bool:
+    """Whether ``answer`` picks from fixed options (yes/no/maybe, an option letter, any answer to a
+    multiple-choice question): it holds no words a passage could contain, so its containment is unknown,
+    not zero."""
+    text = answer.strip().rstrip(".")
+    return bool(question is not None and question.choices) or normalize_answer(text) in YES_NO or (
+        len(text) == 1 and text.isupper())
 
 
 def coverage_of(question: str, docs: Sequence[Document]) -> float | None:
@@ -75,7 +86,7 @@ def answer_signals(question: Question, answer: Candidate, docs: Sequence[Documen
         "length": math.log1p(len(answer.text.split())),
         "p_true": p_true_value,
         "lift": None if answer.seq is None or alone is None else answer.seq - alone,
-        "contained": contained(answer.text, [docs[i] for i in read]),
+        "contained": None if closed(answer.text, question) else contained(answer.text, [docs[i] for i in read]),
         "coverage": coverage_of(question.text, [docs[i] for i in read]),
         "top_prior": priors[0] if priors else None,
         "second_prior": priors[1] if len(priors) > 1 else None,
