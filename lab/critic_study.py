@@ -43,6 +43,7 @@ from lab.critic_reads import RUNS, readings_path
 from lab.critic_report import RESAMPLES, coverage, plot, render
 from lab.machine import machine
 from lab.quality_stats import paired_bootstrap, read_predictions
+from selfrag.eval import critic_fit
 from selfrag.eval.critic_fit import fit_critic, load_readings, passage_rows, support_rows
 from selfrag.methods.critique.signals import support_values
 from selfrag.reflection.confidence import ConfidenceModel, Signals
@@ -94,8 +95,8 @@ def packaged_confidence(r: dict[str, Any]) -> float | None:
 
 def items(fit: Any, records: Sequence[dict[str, Any]]) -> dict[str, list[list[tuple]]]:
     """Per head, per question: ``(head probability, baseline 1, baseline 2, label)`` tuples."""
-    out: dict[str, list[list[tuple]]] = {"relevance": [], "support": [], "sufficiency": [], "answerable": [],
-                                         "confidence": []}
+    out: dict[str, list[list[tuple]]] = {k: [] for k in ("relevance", "support", "sufficiency", "answerable",
+                                                         "confidence")}
     rel, sup, suff, conf = (fit.head(n) for n in ("relevance", "support", "sufficiency", "confidence"))
     for r in records:
         rows, labels = passage_rows([r])
@@ -290,11 +291,11 @@ def doubt_policy(fit: Any, records: Sequence[dict[str, Any]], floor: float) -> l
     head = fit.head("support")
     out = []
     for r in records:
-        cands = [c for c in r.get("candidates") or [] if c.get("likelihood") is not None and c.get("right") is not None]
+        cands = [c for c in critic_fit.candidates_of(r) if c.get("likelihood") is not None and c.get("right") is not None]
         joint = next((c for c in cands if c["joint"]), None)
         if head is None or joint is None or len(cands) < 2:
             continue
-        p = {id(c): head.probability(support_values(c["likelihood"], c["joint"])) for c in cands}
+        p = {id(c): head.probability(support_values(c["likelihood"], c["joint"], c["closed"])) for c in cands}
         chosen = max(cands, key=lambda c: p[id(c)]) if p[id(joint)] < floor else joint
         out.append(1.0 if chosen["right"] else 0.0)
     return out

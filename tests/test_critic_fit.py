@@ -218,7 +218,7 @@ def test_the_joint_flag_joins_the_support_head_only_when_it_helps():
     """Support reads the likelihood; whether the candidate is the joint one joins only on a CV gain."""
     plain = fit_critic(_records(400), model="m.gguf", sha256="ab" * 32, layers=())
     assert plain.head("support").features == ("likelihood",)
-    assert set(plain.meta["support_tried"]) == {"likelihood", "likelihood and joint"}
+    assert set(plain.meta["support_tried"]) == {"likelihood", "likelihood and joint", "likelihood and closed"}
     records = _records(400)
     rng = np.random.default_rng(2)
     for r in records:  # one-passage candidates, mostly right at a likelihood where joint ones are mostly wrong
@@ -228,3 +228,18 @@ def test_the_joint_flag_joins_the_support_head_only_when_it_helps():
     support = telling.head("support")
     assert support.probability({"likelihood": -2.0, "joint": 0.0}) > 0.5 > support.probability(
         {"likelihood": -2.0, "joint": 1.0})
+
+
+def test_a_closed_answer_s_support_is_read_on_its_own_scale_when_that_helps():
+    """A "yes" may be right at a likelihood where a written answer is wrong: the closed flag joins then.
+    Records read before candidates said whether they were closed take their record's answer's word."""
+    records = _records(400)
+    rng = np.random.default_rng(3)
+    for r in records[::2]:  # yes/no questions: every candidate at -2.0, mostly right
+        r["answer"] = "Yes"
+        r["candidates"] = [{"joint": True, "likelihood": -2.0, "right": bool(rng.random() < 0.8)}]
+    fit = fit_critic(records, model="m.gguf", sha256="ab" * 32, layers=())
+    support = fit.head("support")
+    assert support.features == ("likelihood", "closed")
+    assert support.probability({"likelihood": -2.0, "closed": 1.0}) > 0.5 > support.probability(
+        {"likelihood": -2.0, "closed": 0.0})

@@ -92,6 +92,22 @@ async def test_a_closed_answer_has_no_containment(text, choices, reply, containe
     assert response.answer.lower() == reply.lower() and assess.details["readings"]["contained"] == contained
 
 
+# (A question worded for yes/no is answered from written notes, with no likelihood to judge: the candidate's
+# own words are what make it closed here.)
+@pytest.mark.parametrize(("text", "reply", "support"), [(QUESTION, "93 degrees", 0.1824), (QUESTION, "Yes", 0.8176)])
+async def test_the_support_head_reads_whether_the_candidate_is_closed(text, reply, support):
+    script = {**SCRIPT, "Question:": {"text": reply, "top_logprobs": {reply.split()[0]: -0.05},
+                                      "forced_logprobs": [-1.5, -1.0]}}
+    method = create_method("self_rag", ScriptedBackend(script), create_retriever("bm25", DOCS),
+                           {"self_rag": {"retrieval_mode": "always"}})
+    critic = fit(3.0)
+    critic.heads["support"] = Head("support", ("closed",), (0.0,), (1.0,), (3.0,), -1.5)
+    with installed(critic, "test fit"):
+        response = await method.answer(Question(id="q", text=text))
+    [joint] = response.candidates
+    assert joint.verdicts["support"].value == pytest.approx(support, abs=1e-4)
+
+
 def test_readings_recorded_before_closed_answers_had_no_containment_are_read_as_unknown(tmp_path):
     path = tmp_path / "readings.jsonl"
     rows = [{"id": "a", "answer": "No", "readings": {"contained": 0.0, "seq": -0.2}},

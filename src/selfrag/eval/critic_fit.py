@@ -133,7 +133,8 @@ def reading(question: Question, state: Any, seconds: float, steps: Sequence[Any]
             "readings": dict(state.assessment.readings) if state.assessment is not None else {},
             "states": _states(best.states),
             "candidates": [{"joint": c.joint, "likelihood": c.seq if c.joint else c.details.get("evidence_likelihood"),
-                            "right": is_right(question, c.text)} for c in candidates]}
+                            "right": is_right(question, c.text), "closed": closed(c.text, question)}
+                           for c in candidates]}
 
 
 @dataclass
@@ -230,24 +231,39 @@ def passage_rows(records: Iterable[dict[str, Any]]) -> tuple[list[dict], list[bo
 
 
 def support_rows(records: Iterable[dict[str, Any]]) -> tuple[list[dict], list[bool]]:
-    rows = [c for r in records for c in r.get("candidates", ())
-            if c.get("likelihood") is not None and c.get("right") is not None]
-    return [support_values(c["likelihood"], bool(c.get("joint"))) for c in rows], [bool(c["right"]) for c in rows]
+    rows = [c for r in records for c in candidates_of(r) if c.get("likelihood") is not None and c.get("right") is not None]
+    return [support_values(c["likelihood"], bool(c.get("joint")), bool(c.get("closed"))) for c in rows], \
+        [bool(c["right"]) for c in rows]
 
 
 def answered(records: Iterable[dict[str, Any]], label: str) -> list[dict[str, Any]]:
     return [r for r in records if r.get("answer") is not None and r.get(label) is not None]
 
 
+def candidates_of(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A record's candidates, each with whether it is closed (read before candidates recorded it: as the
+    record's answer is; a question with options has only closed answers)."""
+    fallback = closed(record.get("answer") or "")
+    return [c if "closed" in c else {**c, "closed": fallback} for c in record.get("candidates", ())]
+
+
 def fit_support_head(rows: Sequence[dict], labels: Sequence[bool], seed: int = 0) -> tuple[Any, dict[str, Any]]:
-    """The support head over the likelihood, joined by the ``joint`` flag (a joint candidate and a
-    one-passage one sit at different likelihoods when right) only when that adds :data:`HIDDEN_GAIN`
-    to the cross-validated AUROC; and what each measured."""
-    alone = fit_head("support", rows, labels, SUPPORT[:1], seed=seed)
-    both = fit_head("support", rows, labels, SUPPORT, seed=seed)
-    tried = {"likelihood": alone.report["cv_auroc"], "likelihood and joint": both.report["cv_auroc"]}
-    better = (both.report["cv_auroc"] or 0) >= (alone.report["cv_auroc"] or 0) + HIDDEN_GAIN
-    return (both if better else alone), tried
+    """The support head over the likelihood, joined by the flags of :data:`SUPPORT` (``joint``: a joint
+    candidate and a one-passage one sit at different likelihoods when right; ``closed``: so do a closed
+    answer and a written one) by forward selection: the flag that adds most joins while it adds
+    :data:`HIDDEN_GAIN` to the cross-validated AUROC; and what each measured."""
+    best = fit_head("support", rows, labels, SUPPORT[:1], seed=seed)
+    tried = {"likelihood": best.report["cv_auroc"]}
+    left = list(SUPPORT[1:])
+    while left:
+        others = {flag: fit_head("support", rows, labels, (*best.features, flag), seed=seed) for flag in left}
+        tried.update({" and ".join(h.features): h.report["cv_auroc"] for h in others.values()})
+        flag = max(others, key=lambda f: others[f].report["cv_auroc"] or 0)
+        if (others[flag].report["cv_auroc"] or 0) < (best.report["cv_auroc"] or 0) + HIDDEN_GAIN:
+            break
+        best = others[flag]
+        left.remove(flag)
+    return best, tried
 
 
 def fit_answer_head(name: str, records: Sequence[dict[str, Any]], label: str, layers: Sequence[int],

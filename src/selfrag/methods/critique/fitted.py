@@ -39,7 +39,7 @@ from ..steps.evidence import Passages
 from .confidence import mean_logprob
 from .fits import load_fit
 from .prompted import candidate as make_candidate
-from .signals import CALLED, PASSAGE, answer_readings, passage_signals, support_values
+from .signals import CALLED, PASSAGE, answer_readings, closed, passage_signals, support_values
 from .support_likelihood import evidence_likelihoods
 
 
@@ -132,7 +132,7 @@ class FittedCritic:
             [likelihood] = await evidence_likelihoods(run, question, [candidate.text], context)
         head = self.fit.head("support")
         if head is not None and likelihood is not None:
-            p = head.probability(support_values(likelihood, candidate.joint))
+            p = head.probability(support_values(likelihood, candidate.joint, closed(candidate.text, question)))
             candidate.verdicts["support"] = Verdict("support", p, support_words(p),
                                                     self.source("likelihood over the evidence"))
             candidate.score = p

@@ -32,9 +32,10 @@ from .confidence import contained, mean_logprob, p_true
 from .look_first import content_words
 
 PASSAGE = ("prior", "score_share", "named", "linked", "inv_rank")
-# A joint candidate (several passages) and a one-passage one may sit at different likelihoods when right:
-# a fit reads the flag only where it measurably helps.
-SUPPORT = ("likelihood", "joint")
+# A joint candidate (several passages) and a one-passage one may sit at different likelihoods when right,
+# and so may a closed answer ("yes", an option letter) and a written one: a fit reads each flag only where
+# it measurably helps.
+SUPPORT = ("likelihood", "joint", "closed")
 ANSWER = ("seq", "least", "length", "p_true", "lift", "contained", "coverage", "top_prior", "second_prior",
           "read_prior", "named_read", "named_any")
 # The answer readings that cost a model call each (P(True), and the likelihood after the question alone
@@ -43,9 +44,9 @@ CALLED = ("p_true", "lift")
 YES_NO = frozenset({"yes", "no", "maybe"})
 
 
-def support_values(likelihood: float, joint: bool) -> dict[str, float]:
+def support_values(likelihood: float, joint: bool, closed_answer: bool = False) -> dict[str, float]:
     """What the support head reads of a candidate."""
-    return {"likelihood": likelihood, "joint": 1.0 if joint else 0.0}
+    return {"likelihood": likelihood, "joint": 1.0 if joint else 0.0, "closed": 1.0 if closed_answer else 0.0}
 
 
 def passage_signals(question: str, docs: Sequence[Document], scores: Sequence[float] | None) -> list[dict]:
