@@ -13,7 +13,7 @@ that file's own format, so the same loader reads the sample and the full file:
   ``selfrag critic fit`` reads by default);
 - PubMedQA PQA-L: the first 50 records of ``ori_pqal.json``, with
   ``test_ground_truth.json`` cut to those of them in the official test split;
-  and the first 100 records of the official training ids (``ori_pqal_train_100.json``:
+  and the first 80 records of the official training ids (``ori_pqal_train_80.json``:
   what ``selfrag critic fit`` reads by default beside the HotpotQA pool's);
 - MMLU medical: the first 9 or 8 questions of each of the six subjects (50 in all).
   The Self-BioRAG evidence passages are left out unless ``--with-evidence``:
@@ -37,7 +37,7 @@ MMLU_SUBJECTS = ("anatomy", "clinical_knowledge", "college_biology", "college_me
                  "professional_medicine")
 N_HOTPOT = N_PUBMED = N_MMLU = 50
 N_FIT = 150
-N_PUBMED_FIT = 100
+N_PUBMED_FIT = 80
 
 
 def _first_lines(src: Path, dest: Path, n: int) -> None:

@@ -146,8 +146,8 @@ def test_the_samples_are_the_first_questions_of_the_project_files(shared_data):
     sample = json.loads((samples_dir() / "pubmedqa" / "ori_pqal.json").read_text())
     assert list(sample.items()) == list(full.items())[:50]
     truth = json.loads((shared_data / "pubmedqa" / "test_ground_truth.json").read_text())
-    fit = json.loads((samples_dir() / "pubmedqa" / "ori_pqal_train_100.json").read_text())
-    assert list(fit.items()) == [(k, v) for k, v in full.items() if k not in truth][:100]  # training ids only
+    fit = json.loads((samples_dir() / "pubmedqa" / "ori_pqal_train_80.json").read_text())
+    assert list(fit.items()) == [(k, v) for k, v in full.items() if k not in truth][:80]  # training ids only
     for path in (samples_dir() / "mmlu_evidence").glob("*.jsonl"):
         records = json.loads(path.read_text())
         original = json.loads((shared_data / "medical" / "evidence" / path.name).read_text())

@@ -51,8 +51,8 @@ SAMPLES: dict[str, Sample] = {
         Sample("pubmedqa", "pubmedqa", "pubmedqa/ori_pqal.json", 50,
                "PubMedQA PQA-L: the first 50 questions (23 of the official test split), each with its abstract",
                "MIT"),
-        Sample("pubmedqa_fit", "pubmedqa", "pubmedqa/ori_pqal_train_100.json", 100,
-               "PubMedQA PQA-L: the first 100 questions of the official training ids, each with its abstract "
+        Sample("pubmedqa_fit", "pubmedqa", "pubmedqa/ori_pqal_train_80.json", 80,
+               "PubMedQA PQA-L: the first 80 questions of the official training ids, each with its abstract "
                "(what `selfrag critic fit` reads by default beside hotpotqa_fit)",
                "MIT"),
         Sample("mmlu_evidence", "mmlu_evidence", "mmlu_evidence", 50,
