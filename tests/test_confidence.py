@@ -242,15 +242,21 @@ async def test_self_rag_reads_the_joint_s_confidence_and_every_call_feeds_the_an
 
 
 async def test_the_default_self_rag_makes_only_the_calls_its_answer_and_fitted_heads_read():
-    """The default critic on a model that scores replies is the fitted one; the packaged heads read neither
-    P(True) nor the lift (they added nothing on the pool), so the joint's answer is the only call."""
+    """The default critic on a model that scores replies is the fitted one; the packaged heads read P(True)
+    and the lift (fitted on two kinds of corpus, they add to it), so the joint's answer and those two short
+    calls are all it makes."""
+    from selfrag.reflection.critic_fit import packaged
+
+    default = packaged("default.json")
+    assert {"p_true", "lift"} <= {f for h in default.heads.values() for f in h.features}
     llm = ScriptedBackend(joint_script())
     response = await create_method("self_rag", llm, TwoDocs(), {"self_rag": {"retrieval_mode": "always"}}).answer(Q)
-    assert [s.action for s in response.reasoning_chain if s.llm_calls] == ["generate"]
+    assert [s.action for s in response.reasoning_chain if s.llm_calls] == ["generate", "confidence_p_true",
+                                                                          "read_likelihood"]
     assess = next(s for s in response.reasoning_chain if s.action == "assess")
-    assert assess.details["readings"]["p_true"] is None and assess.details["readings"]["lift"] is None
+    assert assess.details["readings"]["p_true"] is not None and assess.details["readings"]["lift"] is not None
     assert assess.details["readings"]["seq"] is not None
-    assert response.num_llm_calls == 1
+    assert response.num_llm_calls == 3
     assert response.confidence == pytest.approx(assess.details["verdicts"]["confidence"], abs=1e-4)
 
 

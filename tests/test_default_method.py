@@ -95,9 +95,9 @@ def test_demo_compare_ends_with_a_line_against_vanilla_rag(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     last = out.strip().splitlines()[-1]
-    # the joint's answer only: the packaged heads read no reading that costs a call; the decision reads the
-    # retrieved passages (look_first), which cover these questions: no call
-    assert last.startswith("compare on the same 3 questions: self_rag 3/3 match, 1 LLM call per question")
+    # the joint's answer and the two short calls the packaged heads read (P(True), the likelihood alone); the
+    # decision reads the retrieved passages (look_first), which cover these questions: no call
+    assert last.startswith("compare on the same 3 questions: self_rag 3/3 match, 3 LLM calls per question")
     assert "vanilla_rag 3/3 match, 1 LLM call per question" in last and "the same answer on 3 of 3" in last
     code = main(["demo", "--limit", "1", "--llm", demo_script(tmp_path), "--compare", "--json"])
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
