@@ -22,16 +22,23 @@ Writes ``results/critic_kinds_<model>.md`` and ``.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from lab.critic_reads import RUNS
-from lab.critic_report import fmt, interval
-from lab.critic_study import OUT, _states, evaluation_sets, fit_on, items, measure, read, said
+from lab.critic_reads import models_read
+from lab.critic_report import fmt, interval, write
+from lab.critic_study import (
+    _states,
+    evaluation_sets,
+    fit_on,
+    items,
+    measure,
+    read,
+    said,
+)
 from lab.machine import machine, machine_lines
 from lab.quality_stats import paired_bootstrap
 
@@ -130,16 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", action="append", default=None, help="a model tag under results/runs/critic/")
     args = parser.parse_args(argv)
-    models = args.model or sorted(p.name for p in RUNS.iterdir() if p.is_dir()) if RUNS.is_dir() else []
     env = machine()
-    for model in models:
+    for model in models_read(args.model):
         rep = report(model)
         if rep is None:
             print(f"[critic] {model}: fewer than 20 questions read of the pool or of {SECOND}; nothing to compare")
             continue
-        (OUT / f"critic_kinds_{model}.json").write_text(json.dumps({"env": env, **rep}, indent=1), encoding="utf-8")
-        (OUT / f"critic_kinds_{model}.md").write_text(render(rep, env), encoding="utf-8")
-        print(f"[critic] wrote results/critic_kinds_{model}.md")
+        write(f"critic_kinds_{model}", rep, render(rep, env), env)
     return 0
 
 

@@ -63,6 +63,11 @@ def read_sets() -> dict[str, ReadSet]:
     return sets
 
 
+def models_read(given: list[str] | None) -> list[str]:
+    """The model tags given, else every one with readings under results/runs/critic/."""
+    return list(given) if given else sorted(p.name for p in RUNS.iterdir() if p.is_dir()) if RUNS.is_dir() else []
+
+
 def readings_path(tag: str, name: str) -> Path:
     return RUNS / tag / f"{name}.jsonl"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,15 @@ from lab.machine import machine_lines
 from selfrag.eval.critic_fit import FLAGGED
 from selfrag.reflection.confidence import area_under, risk_coverage
 
+OUT = Path(__file__).resolve().parent / "results"
 RESAMPLES = 1000  # lab.critic_study's bootstrap resamples, named in the report
+
+
+def write(stem: str, report: dict[str, Any], text: str, env: dict[str, Any]) -> None:
+    """``results/<stem>.json`` (the report and the machine) and ``.md`` (``text``)."""
+    (OUT / f"{stem}.json").write_text(json.dumps({"env": env, **report}, indent=1), encoding="utf-8")
+    (OUT / f"{stem}.md").write_text(text, encoding="utf-8")
+    print(f"[critic] wrote results/{stem}.md")
 
 
 def fmt(value: Any, digits: int = 3) -> str:

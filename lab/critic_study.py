@@ -31,7 +31,6 @@ heads over every model's fitting readings: it serves any model without a fit).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -39,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from lab.critic_reads import RUNS, readings_path
-from lab.critic_report import RESAMPLES, coverage, plot, render
+from lab.critic_reads import models_read, readings_path
+from lab.critic_report import RESAMPLES, coverage, plot, render, write
 from lab.machine import machine
 from lab.quality_stats import paired_bootstrap, read_predictions
 from selfrag.eval import critic_fit
@@ -375,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write the fits selfrag ships (the embedded model's and the defaults)")
     parser.add_argument("--package-only", action="store_true", help="write the packaged fits and nothing else")
     args = parser.parse_args(argv)
-    models = args.model or sorted(p.name for p in RUNS.iterdir() if p.is_dir()) if RUNS.is_dir() else []
+    models = models_read(args.model)
     if args.package or args.package_only:
         package(models)
         if args.package_only:
@@ -386,10 +385,8 @@ def main(argv: list[str] | None = None) -> int:
         if report is None:
             print(f"[critic] {model}: fewer than 20 pool questions read; nothing to fit")
             continue
-        (OUT / f"critic_{model}.json").write_text(json.dumps({"env": env, **report}, indent=1), encoding="utf-8")
-        (OUT / f"critic_{model}.md").write_text(render([report], env), encoding="utf-8")
         plot([report], OUT / f"critic_{model}.png")
-        print(f"[critic] wrote results/critic_{model}.md")
+        write(f"critic_{model}", report, render([report], env), env)
     return 0
 
 

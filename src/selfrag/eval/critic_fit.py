@@ -144,8 +144,7 @@ class Reader:
     method: Any
     layers: tuple[int, ...]
     # One question in four gets its one-passage candidates (the support head's examples), as the lab's
-    # fits were read: enough candidates for the support head, and a fit on the embedded model's default
-    # 230 questions inside half an hour on 2 cores.
+    # fits were read: enough for the support head, and the embedded model's default fit under 30 minutes.
     candidates_every: int = 4
 
     def __post_init__(self) -> None:
@@ -215,9 +214,8 @@ def load_readings(path: Path) -> list[dict[str, Any]]:
 def _unknown_containment(record: dict[str, Any]) -> dict[str, Any]:
     """A record read before closed answers had no containment: theirs is unknown, not 0."""
     readings = record.get("readings")
-    if not readings or readings.get("contained") is None or not closed(record.get("answer") or ""):
-        return record
-    return {**record, "readings": {**readings, "contained": None}}
+    known = not readings or readings.get("contained") is None or not closed(record.get("answer") or "")
+    return record if known else {**record, "readings": {**readings, "contained": None}}
 
 
 # -- fitting ---------------------------------------------------------------------------------------
