@@ -243,3 +243,16 @@ def test_a_closed_answer_s_support_is_read_on_its_own_scale_when_that_helps():
     assert support.features == ("likelihood", "closed")
     assert support.probability({"likelihood": -2.0, "closed": 1.0}) > 0.5 > support.probability(
         {"likelihood": -2.0, "closed": 0.0})
+
+
+def test_critic_fit_reads_a_pubmedqa_file_given_as_data(capsys):
+    """PubMedQA's JSON object is recognised as --data (loaded, gold removable) before any model is asked:
+    the run goes as far as the backend, which an API model cannot pass."""
+    from selfrag.data.shipped import samples_dir
+
+    path = samples_dir() / "pubmedqa" / "ori_pqal_train_80.json"
+    args = ["critic", "fit", "--data", str(path), "--data", "sample:hotpotqa_fit", "--limit", "2",
+            "--llm", "openai:gpt-4o-mini@http://127.0.0.1:9"]
+    assert main(args) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a critic is fitted for a local model file" in err[0]
