@@ -41,6 +41,14 @@ def test_yes_no_answers_cite_the_passages_the_question_names():
     assert supporting(question, "yes", [MILK, ALIEN, SCOTT]) == [1, 2]
 
 
+@pytest.mark.parametrize("label", ["maybe", "B", "noanswer"])
+def test_a_label_answer_is_not_searched_for_in_the_passages(label):
+    """"maybe" or an option letter names nothing: a passage holding the word is not thereby support."""
+    holder = Document(id="h", title="Hedges", text=f"It may rain, maybe not. Plan B: noanswer. Option {label}.")
+    assert supporting("Will it be dry tomorrow?", label, [MILK, holder]) == [0]  # the fallback: first read
+    assert supporting("Will it be dry tomorrow?", "rain", [MILK, holder]) == [1]  # a named thing is found
+
+
 def test_markers_go_after_the_sentence_each_passage_supports():
     answer = "Cold brew keeps two weeks in the fridge. Milk is steamed to 60 degrees."
     assert sentence_of_each(answer, [COLD, MILK]) == [0, 1]

@@ -18,6 +18,7 @@ from selfrag.eval.metrics import (
     retrieval_recall,
 )
 from selfrag.eval.scoring import accounting, question_metrics
+from selfrag.normalize import names_nothing
 from selfrag.types import Document, Question, RAGResponse, ReasoningStep, RetrievalResult
 
 FACIAL = [
@@ -32,6 +33,13 @@ def test_normalisation_is_the_official_one():
     assert normalize_answer("The  Eiffel-Tower!") == "eiffeltower"
     assert normalize_answer("An apple, a day") == "apple day"
     assert normalize_answer("  Chief of Protocol. ") == "chief of protocol"
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("yes", True), ("No.", True), ("maybe", True), ("noanswer", True), ("B", True), ("The", True), ("", True),
+    ("b", False), ("Paris", False), ("No Doubt", False), ("I, Robot", False)])
+def test_an_answer_names_nothing_when_it_is_a_label_a_letter_or_empty(answer, expected):
+    assert names_nothing(answer) is expected
 
 
 def test_exact_match_and_f1_by_hand():

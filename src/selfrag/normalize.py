@@ -14,6 +14,9 @@ from collections import Counter
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
+# Answers that pick a label instead of naming something (HotpotQA's yes/no and "noanswer", PubMedQA's
+# maybe): no passage can be searched for them.
+LABELS = frozenset({"yes", "no", "maybe", "noanswer"})
 
 
 def normalize_answer(text: str) -> str:
@@ -21,6 +24,14 @@ def normalize_answer(text: str) -> str:
     text = "".join(ch for ch in text if ch not in _PUNCT)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
+
+
+def names_nothing(answer: str) -> bool:
+    """Whether ``answer`` names nothing a passage could contain: empty once normalised, one of
+    :data:`LABELS`, or a single option letter ("B")."""
+    text = answer.strip().rstrip(".")
+    norm = normalize_answer(text)
+    return not norm or norm in LABELS or (len(text) == 1 and text.isupper())
 
 
 def token_overlap(prediction: str, reference: str) -> tuple[float, float, float]:

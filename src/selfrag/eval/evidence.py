@@ -21,15 +21,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .metrics import normalize_answer
+from ..normalize import names_nothing, normalize_answer
 
 # An open answer counts as correct from this token F1 on (see is_correct).
 CORRECT_F1 = 0.5
 # Summary order of the metrics this module defines.
 ABSTENTION_METRICS = ("abstention", "answered_accuracy", "truthfulness", "withheld_correct", "said_insufficient")
 EVIDENCE_METRICS = ("evidence_precision", "evidence_recall", "evidence_f1", "joint_f1", "answer_in_citations")
-# Answers that say nothing a passage could contain.
-_UNCHECKABLE = {"yes", "no", "noanswer"}
 
 
 @dataclass(frozen=True)
@@ -72,10 +70,9 @@ def answer_in_passages(answer: str, passages: Iterable[str]) -> float | None:
     None when the answer cannot be checked against text: it is empty after
     normalisation, or a bare ``yes`` / ``no``. No passage at all scores 0.0.
     """
-    norm = normalize_answer(answer)
-    if not norm or norm in _UNCHECKABLE:
+    if names_nothing(answer):
         return None
-    needle = f" {norm} "
+    needle = f" {normalize_answer(answer)} "
     return float(any(needle in f" {normalize_answer(p)} " for p in passages))
 
 

@@ -31,13 +31,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..normalize import normalize_answer
+from ..normalize import names_nothing, normalize_answer
 from ..types import Document
 from .sentences import sentences
 
 _PAREN = re.compile(r"\s*\([^)]*\)\s*$")
 _WORD = re.compile(r"[a-z0-9]+")
-_UNCHECKABLE = {"", "yes", "no", "noanswer"}
 # From this many words on, an answer is read sentence by sentence too (_states_a_sentence).
 LONG_ANSWER_WORDS = 8
 _STOP = frozenset(
@@ -57,11 +56,11 @@ def supporting(question: str, answer: str, read: Sequence[Document]) -> list[int
     """Indices (into ``read``, in order) of the passages that support ``answer`` (see the module docstring)."""
     if not read:
         return []
-    wanted = normalize_answer(answer)
+    wanted, unnamed = normalize_answer(answer), names_nothing(answer)
     texts = [normalize_answer(f"{d.title}\n{d.text}") for d in read]
     titles = [_title(d) for d in read]
     q = normalize_answer(question)
-    holds = [i for i, t in enumerate(texts) if wanted not in _UNCHECKABLE and _contains(t, wanted)]
+    holds = [i for i, t in enumerate(texts) if not unnamed and _contains(t, wanted)]
     if _long(answer):  # a written answer: a passage that states one of its sentences holds that much
         holds = sorted(set(holds) | set(_states_a_sentence(answer, read)))
     chosen = set(holds) | {i for i, t in enumerate(titles) if _contains(q, t)}

@@ -22,7 +22,7 @@ import math
 from collections.abc import Collection, Sequence
 
 from ...llm.base import chat
-from ...normalize import normalize_answer
+from ...normalize import names_nothing
 from ...prompts import load_prompt, render
 from ...retrieval.links import evidence
 from ...types import Candidate, Document, Question
@@ -41,7 +41,6 @@ ANSWER = ("seq", "least", "length", "p_true", "lift", "contained", "coverage", "
 # The answer readings that cost a model call each (P(True), and the likelihood after the question alone
 # for the lift): a fit keeps them only where they measurably help, and only those a fit reads are asked.
 CALLED = ("p_true", "lift")
-YES_NO = frozenset({"yes", "no", "maybe"})
 
 
 def support_values(likelihood: float, joint: bool, closed_answer: bool = False) -> dict[str, float]:
@@ -57,12 +56,10 @@ def passage_signals(question: str, docs: Sequence[Document], scores: Sequence[fl
 
 
 def closed(answer: str, question: Question | None = None) -> bool:
-    """Whether ``answer`` picks from fixed options (yes/no/maybe, an option letter, any answer to a
-    multiple-choice question): it holds no words a passage could contain, so its containment is unknown,
-    not zero."""
-    text = answer.strip().rstrip(".")
-    return bool(question is not None and question.choices) or normalize_answer(text) in YES_NO or (
-        len(text) == 1 and text.isupper())
+    """Whether ``answer`` picks from fixed options (a label such as yes/no/maybe, an option letter, any
+    answer to a multiple-choice question): it holds no words a passage could contain, so its containment
+    is unknown, not zero."""
+    return bool(question is not None and question.choices) or names_nothing(answer)
 
 
 def coverage_of(question: str, docs: Sequence[Document]) -> float | None:
