@@ -28,7 +28,15 @@ def selfrag(tmp: Path, *args: str, gate: str | None = None, log: str = "calls.lo
         env.update(GATE_AFTER="0", GATE_FILE=str(tmp / gate), GATE_LOG=str(tmp / log))
         command = [sys.executable, str(HELPER)]
     return subprocess.Popen([*command, *args, "--no-progress"], cwd=tmp, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_ctrl_c_as_from_a_terminal)
+
+
+def _ctrl_c_as_from_a_terminal() -> None:
+    """A suite started in the background (``pytest &``) ignores SIGINT and its children inherit that, so
+    the CLI would rightly ignore the Ctrl-C these tests send: give the child SIGINT's default, as a
+    terminal's foreground process has."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_a_second_process_on_the_same_run_directory_is_refused(tmp_path):
