@@ -14,7 +14,10 @@ hold them, on answerable and on gold-removed questions, with truthfulness
 (+1 right, 0 said so, -1 wrong). Then a learning curve in the second kind:
 the pool with 0, 40, 80 and every PubMedQA training question read (five
 random subsets of each size). MMLU-evidence is in neither fit: it tells
-whether what the second kind taught carries to a third.
+whether what the second kind taught carries to a third. Last, the same two
+sets pooled (each question once) against balanced (each set's questions
+weighted so that both sets count equally, as ``selfrag critic fit`` weights
+its --data files), with the same curve balanced.
 
 Writes ``results/critic_kinds_<model>.md`` and ``.json``.
 """
@@ -34,9 +37,9 @@ from lab.critic_study import (
     _states,
     evaluation_sets,
     fit_on,
+    fitting,
     items,
     measure,
-    read,
     said,
 )
 from lab.machine import machine, machine_lines
@@ -55,7 +58,7 @@ def flags(fit: Any, records: Sequence[dict[str, Any]], answerable: bool) -> list
 
 
 def versus(one: Any, both: Any, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The fit on both kinds against the pool's alone on one set."""
+    """Fit ``both`` against fit ``one`` on one set (keys "pool" and "both")."""
     mine, theirs = items(both, records)["sufficiency"], items(one, records)["sufficiency"]
     groups = [[(a[0], b[0], b[0], a[3])] for [a], [b] in zip(mine, theirs, strict=True)]
     out: dict[str, Any] = {"sufficiency": measure(groups) if groups else None,
@@ -67,13 +70,13 @@ def versus(one: Any, both: Any, records: Sequence[dict[str, Any]]) -> dict[str, 
 
 
 def curve(pool: list[dict[str, Any]], second: list[dict[str, Any]], sets: dict[str, list],
-          model: str) -> dict[str, Any]:
+          model: str, balance: bool) -> dict[str, Any]:
     """Per number of second-kind questions: mean and sd over subsets of flag shares and sufficiency AUROC."""
     out: dict[str, Any] = {}
     for k in [n for n in CURVE if n < len(second)] + [len(second)]:
         per: dict[str, dict[str, list[float]]] = {}
         for seed in range(1 if k in (0, len(second)) else SUBSETS):
-            fit = fit_on(pool + random.Random(seed).sample(second, k), model)
+            fit = fit_on(pool + random.Random(seed).sample(second, k), model, balance=balance)
             for name, recs in sets.items():
                 row = per.setdefault(name, {})
                 for key, answerable in (("said_answerable", True), ("said_removed", False)):
@@ -88,15 +91,18 @@ def curve(pool: list[dict[str, Any]], second: list[dict[str, Any]], sets: dict[s
 
 
 def report(model: str) -> dict[str, Any] | None:
-    pool, second = read(model, "pool"), read(model, SECOND)
+    pool, second = fitting(model, ("pool",)), fitting(model, (SECOND,))
     if len(pool) < 20 or len(second) < 20:
         return None
-    one, both = fit_on(pool, model), fit_on(pool + second, model)
+    one, both = fit_on(pool, model), fit_on(pool + second, model, balance=False)
+    even = fit_on(pool + second, model, balance=True)
     sets = evaluation_sets(model, pool + second)
     return {"model": model, "pool": len(pool), "second": len(second),
-            "floors": {"pool": one.threshold, "both": both.threshold},
+            "floors": {"pool": one.threshold, "both": both.threshold, "balanced": even.threshold},
             "sets": {name: versus(one, both, recs) for name, recs in sets.items()},
-            "curve": curve(pool, second, sets, model)}
+            "balanced": {name: versus(both, even, recs) for name, recs in sets.items()},
+            "curve": curve(pool, second, sets, model, balance=False),
+            "curve_balanced": curve(pool, second, sets, model, balance=True)}
 
 
 def _pct(x: float | None) -> str:
@@ -107,29 +113,48 @@ def _diff(d: dict[str, float] | None) -> str:
     return "–" if d is None else f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
 
 
-def render(rep: dict[str, Any], env: dict[str, Any]) -> str:
-    lines = [f"# A second kind of fitting corpus: {rep['model']}", "", (__doc__ or "").split("\n\n")[2]
-             .replace("\n", " "), "", *machine_lines(env), "",
-             f"Fits: the HotpotQA pool ({rep['pool']} questions; floor {rep['floors']['pool']:.3f}) against the pool "
-             f"and {rep['second']} PubMedQA training questions (floor {rep['floors']['both']:.3f}).", "",
-             "| set | sufficiency AUROC: pool | both | Δ [95% CI] | said so, answerable: pool | both | Δ [95% CI] | "
-             "said so, gold removed: pool | both | Δ [95% CI] | truthful: pool | both |",
+def _table(sets: dict[str, Any], names: tuple[str, str]) -> list[str]:
+    one, two = names
+    lines = [f"| set | sufficiency AUROC: {one} | {two} | Δ [95% CI] | said so, answerable: {one} | {two} | "
+             f"Δ [95% CI] | said so, gold removed: {one} | {two} | Δ [95% CI] | truthful: {one} | {two} |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for name, s in rep["sets"].items():
+    for name, s in sets.items():
         m, a, b = s["sufficiency"] or {}, s["said"]["pool"] or {}, s["said"]["both"] or {}
         lines.append(f"| {name} | {fmt(m.get('baseline_auroc'))} | {fmt(m.get('auroc'))} | "
                      f"{interval(m.get('baseline_interval'))} | {_pct(a.get('flagged_answerable'))} | "
                      f"{_pct(b.get('flagged_answerable'))} | {_diff(s['flag_diff_answerable'])} | "
                      f"{_pct(a.get('flagged_gold_removed'))} | {_pct(b.get('flagged_gold_removed'))} | "
                      f"{_diff(s['flag_diff_removed'])} | {fmt(a.get('truthful'))} | {fmt(b.get('truthful'))} |")
-    lines += ["", "Learning curve in the second kind (the whole pool always; mean ± sd over random subsets of the "
-              "PubMedQA training questions).", "", "| PubMedQA questions | set | said so, answerable | said so, gold "
-              "removed | sufficiency AUROC |", "|---|---|---|---|---|"]
-    for k, per in rep["curve"].items():
+    return lines
+
+
+def _curve_table(rows: dict[str, Any]) -> list[str]:
+    lines = ["| PubMedQA questions | set | said so, answerable | said so, gold removed | sufficiency AUROC |",
+             "|---|---|---|---|---|"]
+    for k, per in rows.items():
         for name, row in per.items():
             cells = [f"{v[0]:.3f} ± {v[1]:.3f}" if (v := row.get(key)) else "–"
                      for key in ("said_answerable", "said_removed", "auroc")]
             lines.append(f"| {k} | {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def render(rep: dict[str, Any], env: dict[str, Any]) -> str:
+    floors = rep["floors"]
+    lines = [f"# A second kind of fitting corpus: {rep['model']}", "", (__doc__ or "").split("\n\n")[2]
+             .replace("\n", " "), "", *machine_lines(env), "",
+             f"Fits: the HotpotQA pool ({rep['pool']} questions; floor {floors['pool']:.3f}) against the pool "
+             f"and {rep['second']} PubMedQA training questions (floor {floors['both']:.3f}).", "",
+             *_table(rep["sets"], ("pool", "both")), "",
+             "Learning curve in the second kind (the whole pool always; mean ± sd over random subsets of the "
+             "PubMedQA training questions).", "", *_curve_table(rep["curve"])]
+    if "balanced" in rep:
+        lines += ["", "## Each kind weighted equally", "",
+                  f"The same two fitting sets, each question once (\"pooled\", floor {floors['both']:.3f}) against "
+                  f"each set's questions weighted so that both sets count equally in every head and in the floor "
+                  f"(\"balanced\", floor {floors['balanced']:.3f}).", "",
+                  *_table(rep["balanced"], ("pooled", "balanced")), "",
+                  "Learning curve in the second kind, balanced.", "", *_curve_table(rep["curve_balanced"])]
     return "\n".join(lines) + "\n"
 
 

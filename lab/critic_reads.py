@@ -3,7 +3,7 @@
     python -m lab.critic_reads --llm llamacpp:PATH --set pool --set hotpotqa_next [--limit N]
 
 Each set's questions go through the default ``self_rag`` up to its conclusion
-with no heads (``selfrag.eval.critic_fit.Reader``): the passage signals, the
+with no heads (``selfrag.eval.critic_read.Reader``): the passage signals, the
 answer, its readings and hidden states, and on every ``--candidates-every``-th
 question the one-passage candidates with their likelihood over the answer's
 passages. One line per question is appended to
@@ -78,7 +78,7 @@ def say(message: str) -> None:
 
 async def read_set(spec: str | None, s: ReadSet, limit: int | None, every: int) -> None:
     from selfrag.assemble import build_backend, build_method
-    from selfrag.eval.critic_fit import Reader, hidden_layers, read_all, reading_config
+    from selfrag.eval.critic_read import Reader, hidden_layers, read_all, reading_config
     from selfrag.eval.datasets import load_dataset
 
     overrides = ([f"data.skip={s.skip}"] if s.skip else []) + ([f"data.split={s.split}"] if s.split else [])

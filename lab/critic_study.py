@@ -43,7 +43,8 @@ from lab.critic_report import RESAMPLES, coverage, plot, render, write
 from lab.machine import machine
 from lab.quality_stats import paired_bootstrap, read_predictions
 from selfrag.eval import critic_fit
-from selfrag.eval.critic_fit import fit_critic, load_readings, passage_rows, support_rows
+from selfrag.eval.critic_fit import fit_critic, passage_rows, support_rows
+from selfrag.eval.critic_read import load_readings
 from selfrag.methods.critique.signals import support_values
 from selfrag.reflection.confidence import ConfidenceModel, Signals
 from selfrag.reflection.heads import auroc, ece
@@ -56,6 +57,8 @@ SETS = ("hotpotqa", "hotpotqa_next", "hotpotqa_mix", "hotpotqa_mix_next", "hotpo
         "pubmedqa_test_mix", "mmlu_evidence")
 # What a fit reads: the HotpotQA pool and the second kind of corpus (PubMedQA's training ids).
 FIT_SETS = ("pool", "pubmedqa_pool")
+# Each fitting set counts equally in the heads and the floor (False: each question once), as in the CLI.
+BALANCE = True
 CURVE, SUBSETS = (100, 250, 500), 5  # fitting sizes of the learning curve; random subsets of each
 
 PACKAGED = ConfidenceModel.load(None)
@@ -67,7 +70,8 @@ def read(model: str, name: str) -> list[dict[str, Any]]:
 
 
 def fitting(model: str, sets: Sequence[str] = FIT_SETS) -> list[dict[str, Any]]:
-    return [r for name in sets for r in read(model, name)]
+    """The fitting sets' readings, each record's ``kind`` its set (as ``selfrag critic fit`` tags each --data)."""
+    return [{**r, "kind": name} for name in sets for r in read(model, name)]
 
 
 def evaluation_sets(model: str, fitted: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -77,8 +81,8 @@ def evaluation_sets(model: str, fitted: Sequence[dict[str, Any]]) -> dict[str, l
     return {name: recs for name in SETS if (recs := [r for r in read(model, name) if r["id"] not in seen])}
 
 
-def fit_on(records: Sequence[dict[str, Any]], model: str) -> Any:
-    return fit_critic(records, model=model, sha256="", layers=_layers(records))
+def fit_on(records: Sequence[dict[str, Any]], model: str, balance: bool = BALANCE) -> Any:
+    return fit_critic(records, model=model, sha256="", layers=_layers(records), balance=balance)
 
 
 # -- per-question items: what a head said, what self_rag read before, the label --------------------
@@ -350,13 +354,14 @@ def package(models: Sequence[str], fit_sets: Sequence[str] = FIT_SETS) -> None:
         pooled += [{**r, "states": {}} for r in pool]
         if model == "embedded" and pool:
             path = default_model_path()
-            fit = fit_critic(pool, model=path.name, sha256=file_sha256(path),
-                             layers=_layers(pool), meta={"data": " + ".join(fit_sets), "remove_gold": 0.5})
+            fit = fit_critic(pool, model=path.name, sha256=file_sha256(path), layers=_layers(pool), balance=BALANCE,
+                             meta={"data": " + ".join(fit_sets), "remove_gold": 0.5, "balanced": BALANCE})
             fit.write(folder / f"{fit.sha256}.json")
             print(f"[critic] packaged the embedded model's fit ({len(pool)} questions)")
     if pooled:
-        fit = fit_critic(pooled, model="", sha256="", layers=(),
-                         meta={"data": " + ".join(fit_sets), "remove_gold": 0.5, "models": list(models)})
+        fit = fit_critic(pooled, model="", sha256="", layers=(), balance=BALANCE,
+                         meta={"data": " + ".join(fit_sets), "remove_gold": 0.5, "models": list(models),
+                               "balanced": BALANCE})
         fit.write(folder / "default.json")
         print(f"[critic] packaged the default fit ({len(pooled)} questions of {len(models)} models)")
 

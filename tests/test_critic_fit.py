@@ -12,7 +12,8 @@ import pytest
 
 from selfrag.cli.main import main
 from selfrag.errors import ConfigError, DataError
-from selfrag.eval.critic_fit import fit_critic, load_readings, summary_lines
+from selfrag.eval.critic_fit import fit_critic, summary_lines
+from selfrag.eval.critic_read import load_readings
 from selfrag.llm.model_files import file_sha256
 from selfrag.methods.critique.fits import critic_dir, forget, load_fit
 from selfrag.reflection.critic_fit import CriticFit, packaged
@@ -153,7 +154,7 @@ def test_critic_fit_on_the_embedded_model_writes_a_fit_that_self_rag_then_reads(
     assert all(r["sufficient"] is not None for r in answered)  # both kinds labelled
     fit = CriticFit.read(fits[0])
     assert fit.sha256 == fits[0].stem and fit.meta["questions"] == 6
-    assert fit.meta["data"] == ["sample:hotpotqa_fit", "sample:pubmedqa_fit"]
+    assert fit.meta["data"] == ["sample:hotpotqa_fit", "sample:pubmedqa_fit"] and fit.meta["balanced"] is True
 
     assert main(args) == 0
     assert capsys.readouterr().out.count("read 0 questions now") == 2
@@ -256,3 +257,48 @@ def test_critic_fit_reads_a_pubmedqa_file_given_as_data(capsys):
     assert main(args) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "a critic is fitted for a local model file" in err[0]
+
+
+def _two_kinds(coverage: bool) -> list[dict]:
+    """2000 questions of two kinds at 9:1: at the same reading, the big kind's answers are right 90% of
+    the time, the small kind's 30%; with ``coverage``, sufficiency is read from the coverage alone, on
+    which the small kind's answerable questions sit lower."""
+    rng = np.random.default_rng(4)
+    records = []
+    for i, r in enumerate(_records(2000)):
+        kind = "big" if i % 10 else "small"
+        r["readings"] = {"seq": -0.2, "named_read": r["readings"]["named_read"]}
+        if coverage:  # what tells answerable questions, the small kind's lower: no longer named_read
+            centre = (0.5 if kind == "small" else 0.8) if r["answerable"] else 0.2
+            r["readings"] = {"seq": -0.2, "coverage": float(rng.normal(centre, 0.1))}
+        r["right"] = bool(rng.random() < (0.9 if kind == "big" else 0.3))
+        records.append({**r, "kind": kind})
+    return records
+
+
+def test_each_kind_of_fitting_data_counts_equally_when_balanced():
+    """Pooled, the confidence follows the big kind (84% right at the common reading); balanced, each kind
+    counts half (60%). The floor flags about 8% of each kind's answerable questions on average, where
+    pooled it is the big kind's and flags most of the small kind's."""
+    from selfrag.eval.critic_fit import kind_weights
+
+    assert kind_weights(["a", "a", "a", "b"]) == [2 / 3, 2 / 3, 2 / 3, 2.0]
+    assert kind_weights(["a", "a"]) is None and kind_weights(["a", "b"], balance=False) is None
+    records = _two_kinds(coverage=False)
+    pooled = fit_critic(records, model="m.gguf", sha256="ab" * 32, layers=())
+    even = fit_critic(records, model="m.gguf", sha256="ab" * 32, layers=(), balance=True)
+    reading = {"seq": -0.2, "named_read": 1.0}
+    assert pooled.head("confidence").probability(reading) == pytest.approx(0.84, abs=0.04)
+    assert even.head("confidence").probability(reading) == pytest.approx(0.6, abs=0.05)
+
+    records = _two_kinds(coverage=True)
+    pooled = fit_critic(records, model="m.gguf", sha256="ab" * 32, layers=())
+    even = fit_critic(records, model="m.gguf", sha256="ab" * 32, layers=(), balance=True)
+
+    def flagged(fit, kind):
+        answerable = [r for r in records if r["kind"] == kind and r["answerable"]]
+        head = fit.head("sufficiency")
+        return np.mean([head.probability(r["readings"]) < fit.threshold for r in answerable])
+
+    assert flagged(pooled, "small") > 0.5
+    assert (flagged(even, "big") + flagged(even, "small")) / 2 == pytest.approx(0.08, abs=0.03)

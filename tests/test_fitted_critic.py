@@ -9,7 +9,7 @@ import pytest
 
 from selfrag.cli.main import main
 from selfrag.config import load_config
-from selfrag.eval.critic_fit import load_readings
+from selfrag.eval.critic_read import load_readings
 from selfrag.llm import ScriptedBackend
 from selfrag.methods import create_method
 from selfrag.methods.critique.fits import installed

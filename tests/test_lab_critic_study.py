@@ -53,3 +53,22 @@ def test_the_second_kind_comparison_counts_what_each_fit_says():
     assert out["said"]["pool"]["flagged_answerable"] == pytest.approx(5 / 6)
     assert out["flag_diff_answerable"]["diff"] == pytest.approx(-4 / 6)
     assert out["flag_diff_removed"]["diff"] == pytest.approx(1.0)
+
+
+def test_the_packaged_fits_report_measures_the_defaults_beside_a_model_s_own_fit(monkeypatch):
+    import lab.critic_packaged as packaged_report
+    import lab.critic_study as study
+    from selfrag.reflection.critic_fit import CriticFit
+    from selfrag.reflection.heads import Head
+
+    sets = {"hotpotqa_mix_next": [_record("a", 2.0, True), _record("b", 1.0, True), _record("g", -2.0, False)]}
+    monkeypatch.setattr(study, "read", lambda model, name: sets.get(name, []))
+    good = CriticFit({"sufficiency": Head("sufficiency", ("seq",), (0.0,), (1.0,), (1.0,), 0.0)}, 0.5)
+    flat = CriticFit({"sufficiency": Head("sufficiency", ("seq",), (0.0,), (1.0,), (0.0,), 0.0)}, 0.6)
+    rows = packaged_report.rows("m", {"own": good, "packaged defaults": flat})
+    own, default = rows
+    assert own["fit"] == "own" and own["sufficiency_auroc"] == 1.0
+    assert own["flagged_gold_removed"] == 1.0 and own["flagged_answerable"] == 0.0
+    assert default["sufficiency_auroc"] == 0.5 and default["flagged_answerable"] == 1.0  # 0.5 < its floor 0.6
+    assert "| m | hotpotqa_mix_next | own | 1.000 | 100.0% | 0.0% |" in packaged_report.render(
+        {"rows": rows}, {"date": "today"})

@@ -34,16 +34,18 @@ def sigmoid(z: np.ndarray | float) -> np.ndarray | float:
     return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(z))) if isinstance(z, np.ndarray) else 0.5 * (1 + math.tanh(0.5 * z))
 
 
-def logistic(x: np.ndarray, y: np.ndarray, l2: float) -> np.ndarray:
+def logistic(x: np.ndarray, y: np.ndarray, l2: float, w: np.ndarray | None = None) -> np.ndarray:
     """Weights (intercept first) of a logistic regression of ``y`` on ``x`` (without its column of ones),
-    the L2 penalty ``l2`` on every weight but the intercept; Newton's method."""
+    the L2 penalty ``l2`` on every weight but the intercept, each example counted ``w`` times (default
+    once); Newton's method."""
     x1 = np.column_stack([np.ones(len(x)), x])
+    w = np.ones(len(y)) if w is None else np.asarray(w, dtype=float)
     beta = np.zeros(x1.shape[1])
     penalty = np.diag([0.0] + [l2] * x.shape[1])
     for _ in range(100):
         p = sigmoid(x1 @ beta)
-        grad = x1.T @ (y - p) - penalty @ beta
-        hess = x1.T @ (x1 * (p * (1 - p))[:, None]) + penalty + 1e-9 * np.eye(x1.shape[1])
+        grad = x1.T @ (w * (y - p)) - penalty @ beta
+        hess = x1.T @ (x1 * (w * p * (1 - p))[:, None]) + penalty + 1e-9 * np.eye(x1.shape[1])
         step = np.linalg.solve(hess, grad)
         beta = beta + step
         if float(np.max(np.abs(step))) < 1e-8:
@@ -207,34 +209,36 @@ def _standardise(rows: Sequence[Mapping[str, float | None]], features: Sequence[
     return x, means, scales
 
 
-def _cv_logits(x: np.ndarray, y: np.ndarray, l2: float, seed: int) -> np.ndarray:
+def _cv_logits(x: np.ndarray, y: np.ndarray, l2: float, seed: int, w: np.ndarray) -> np.ndarray:
     """Out-of-fold logits of a ridge logistic regression."""
     out = np.zeros(len(y))
     for test in folds(len(y), min(FOLDS, len(y)), seed):
         train = np.setdiff1d(np.arange(len(y)), test)
         if len(set(y[train])) < 2:
             continue
-        beta = logistic(x[train], y[train], l2)
+        beta = logistic(x[train], y[train], l2, w[train])
         out[test] = beta[0] + x[test] @ beta[1:]
     return out
 
 
-def _log_loss(logits: np.ndarray, y: np.ndarray) -> float:
+def _log_loss(logits: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
     p = np.clip(sigmoid(logits), 1e-9, 1 - 1e-9)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+    return float(-np.average(y * np.log(p) + (1 - y) * np.log(1 - p), weights=w))
 
 
 def fit_head(name: str, rows: Sequence[Mapping[str, float | None]], labels: Sequence[bool],
              features: Sequence[str], *, states: Sequence[Sequence[float] | None] | None = None,
              where: str = "", layer: int = -1, k: int = 0, seed: int = 0,
-             calibrate_on: Sequence[bool] | None = None) -> Head:
+             calibrate_on: Sequence[bool] | None = None, weights: Sequence[float] | None = None) -> Head:
     """Fit a head on ``rows`` (readings by name) and ``labels``: the L2 penalty chosen from
     :data:`L2_GRID` by cross-validated log loss, Platt calibration on the out-of-fold logits (of the
     examples ``calibrate_on`` marks, when given: the population the probability should be right for);
-    with ``states`` and ``k`` > 0, the hidden state's first ``k`` principal directions join the readings."""
+    with ``states`` and ``k`` > 0, the hidden state's first ``k`` principal directions join the readings;
+    ``weights``: how much each example counts in every fit and loss (default: once each)."""
     y = np.array([1.0 if v else 0.0 for v in labels])
     if len(y) < 4 or len(set(y)) < 2:
         raise ValueError(f"fitting the {name} head needs both labels among at least 4 examples")
+    w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=float)
     x, means, scales = _standardise(rows, features)
     part = None
     if states is not None and k > 0:
@@ -242,14 +246,14 @@ def fit_head(name: str, rows: Sequence[Mapping[str, float | None]], labels: Sequ
         if len(known) >= 4:
             part = HiddenPart.fit(where, layer, known, k)
             x = np.column_stack([x, np.array([part.project(s) for s in states])])
-    scored = [(_log_loss(_cv_logits(x, y, l2, seed), y), l2) for l2 in L2_GRID]
+    scored = [(_log_loss(_cv_logits(x, y, l2, seed, w), y, w), l2) for l2 in L2_GRID]
     l2 = min(scored)[1]
-    oof = _cv_logits(x, y, l2, seed)
+    oof = _cv_logits(x, y, l2, seed, w)
     mask = np.ones(len(y), dtype=bool) if calibrate_on is None else np.array([bool(v) for v in calibrate_on])
     if len(set(y[mask])) < 2:
         mask = np.ones(len(y), dtype=bool)
-    platt = logistic(oof[mask][:, None], y[mask], 1e-6)
-    beta = logistic(x, y, l2)
+    platt = logistic(oof[mask][:, None], y[mask], 1e-6, w[mask])
+    beta = logistic(x, y, l2, w)
     n_scalar = len(features)
     report = {"n": int(len(y)), "positives": int(y.sum()), "l2": l2,
               "cv_auroc": auroc(oof.tolist(), y.astype(bool).tolist()),
@@ -263,7 +267,8 @@ def fit_head(name: str, rows: Sequence[Mapping[str, float | None]], labels: Sequ
 
 def out_of_fold(name: str, rows: Sequence[Mapping[str, float | None]], labels: Sequence[bool],
                 features: Sequence[str], *, states: Sequence[Sequence[float] | None] | None = None,
-                where: str = "", layer: int = -1, k: int = 0, seed: int = 0) -> list[float]:
+                where: str = "", layer: int = -1, k: int = 0, seed: int = 0,
+                weights: Sequence[float] | None = None) -> list[float]:
     """Each example's probability from a head fitted without its fold (what a threshold is chosen on)."""
     n = len(labels)
     out = [float(np.mean(labels))] * n
@@ -273,7 +278,8 @@ def out_of_fold(name: str, rows: Sequence[Mapping[str, float | None]], labels: S
             continue
         head = fit_head(name, [rows[i] for i in train], [labels[i] for i in train], features,
                         states=None if states is None else [states[i] for i in train],
-                        where=where, layer=layer, k=k, seed=seed)
+                        where=where, layer=layer, k=k, seed=seed,
+                        weights=None if weights is None else [weights[i] for i in train])
         for i in test.tolist():
             seen = None if states is None or states[i] is None else {where: {layer: states[i]}}
             out[i] = head.probability(rows[i], seen)

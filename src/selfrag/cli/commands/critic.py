@@ -66,7 +66,7 @@ def _dataset(data: str) -> str:
 def _configs(args: argparse.Namespace) -> list:
     """One reading config per --data."""
     from ...errors import DataError
-    from ...eval.critic_fit import reading_config
+    from ...eval.critic_read import reading_config
 
     if args.limit is not None and args.limit < 1:
         raise DataError(f"--limit {args.limit}: give at least 1 question")
@@ -79,14 +79,8 @@ def _configs(args: argparse.Namespace) -> list:
 def _fit(args: argparse.Namespace) -> int:
     from ...assemble import build_backend, build_method
     from ...errors import ConfigError
-    from ...eval.critic_fit import (
-        Reader,
-        fit_critic,
-        hidden_layers,
-        load_readings,
-        read_all,
-        summary_lines,
-    )
+    from ...eval.critic_fit import fit_critic, summary_lines
+    from ...eval.critic_read import Reader, hidden_layers, load_readings, read_all
     from ...eval.datasets import load_dataset
     from ...methods.critique.fits import fit_path, forget, model_sha256
     from ...version import __version__
@@ -104,7 +98,7 @@ def _fit(args: argparse.Namespace) -> int:
 
     async def read() -> None:
         try:
-            for cfg, dataset in zip(configs, datasets, strict=True):
+            for data, cfg, dataset in zip(args.data or DEFAULT_DATA, configs, datasets, strict=True):
                 readings = out.with_name(f"{out.stem}.{_data_key(cfg.data)}.readings.jsonl")
                 reader = Reader(build_method(cfg, llm, None), layers)
                 bar = _progress(args.no_progress, len(dataset.questions))
@@ -112,14 +106,16 @@ def _fit(args: argparse.Namespace) -> int:
                 bar(None, None, None)
                 print(f"read {now} questions now ({len(dataset.questions) - now} read before, kept in {readings})")
                 ids = {q.id for q in dataset.questions}
-                records.extend(r for r in load_readings(readings) if r["id"] in ids)
+                records.extend({**r, "kind": str(data)} for r in load_readings(readings) if r["id"] in ids)
         finally:
             await llm.aclose()
 
     asyncio.run(read())
-    fit = fit_critic(records, model=str(llm.model), sha256=sha, layers=layers,
+    # Each --data counts as much as any other, however many questions it holds (a few questions of a second
+    # kind beside many of the first would otherwise barely move the heads or the sufficiency floor).
+    fit = fit_critic(records, model=str(llm.model), sha256=sha, layers=layers, balance=True,
                      meta={"data": [str(d) for d in args.data or DEFAULT_DATA], "remove_gold": args.remove_gold,
-                           "selfrag": __version__, "recorded_layers": list(layers)})
+                           "balanced": True, "selfrag": __version__, "recorded_layers": list(layers)})
     fit.write(out)
     forget()
     print(f"wrote {out} ({len(records)} questions)")
