@@ -12,10 +12,10 @@ rule, as do the two readings that cost a call each (P(True) and the lift,
 :data:`~selfrag.methods.critique.signals.CALLED`); the critic asks for them
 only when a head reads them.
 The sufficiency floor is the out-of-fold probability below which
-:data:`FLAGGED` of the answerable fitting questions fall.
- With ``balance``, each kind of
-record (its ``kind``: the ``--data`` it came from) counts as much as any
-other in every head and in the floor, however many questions it holds.
+:data:`FLAGGED` of the answerable fitting questions fall. With ``balance``,
+each kind of record (its ``kind``: the ``--data`` it came from) counts as
+much as any other in every head and in the floor, however many questions it
+holds.
 """
 
 from __future__ import annotations
@@ -78,10 +78,14 @@ def kind_weights(kinds: Sequence[Any], balance: bool = True) -> list[float] | No
 
 def rows_with_kinds(records: Sequence[dict[str, Any]], rows_of: Callable) -> tuple[list[dict], list[bool], list]:
     """``rows_of(records)`` (:func:`passage_rows`, :func:`support_rows`) with each row's record's kind."""
-    rows, labels, kinds = [], [], []
+    rows: list[dict] = []
+    labels: list[bool] = []
+    kinds: list = []
     for r in records:
         x, y = rows_of([r])
-        rows, labels, kinds = rows + x, labels + y, kinds + [r.get("kind")] * len(y)
+        rows.extend(x)
+        labels.extend(y)
+        kinds.extend([r.get("kind")] * len(y))
     return rows, labels, kinds
 
 
