@@ -25,7 +25,9 @@ from pathlib import Path
 
 from lab.machine import machine, machine_lines
 from lab.quality_runs import model_tag
+from selfrag.eval.critic_read import is_right
 from selfrag.eval.metrics import best_over, f1_score
+from selfrag.types import Question
 
 HERE = Path(__file__).resolve().parent
 DOCS = HERE / "new_user_docs"
@@ -59,7 +61,8 @@ def row(question: str, gold: list[str] | None, reply: dict) -> dict:
     said = (reply.get("details") or {}).get("sufficiency") or {}
     f1 = None if gold is None else best_over(f1_score, reply["answer"], gold)
     sources = sorted({v["source"] for c in reply.get("candidates") or [] for v in (c.get("verdicts") or {}).values()})
-    return {"question": question, "answerable": gold is not None, "answer": reply["answer"], "f1": f1,
+    right = None if gold is None else is_right(Question(id="q", text=question, answers=gold), reply["answer"])
+    return {"question": question, "answerable": gold is not None, "answer": reply["answer"], "f1": f1, "right": right,
             "declined": bool(said.get("low")), "sufficiency": said.get("value"), "floor": said.get("floor"),
             "confidence": reply.get("confidence"), "sources": sources, "calls": reply.get("num_llm_calls"),
             "seconds": round(reply.get("latency_ms", 0) / 1000, 1)}
@@ -70,7 +73,8 @@ def render(reports: dict[str, list[dict]], env: dict) -> str:
              "Written by `python -m lab.critic_new_user`: `selfrag ask QUESTION --docs lab/new_user_docs --json` "
              "with the defaults, six questions the invented folder (Markdown, HTML, text) answers and two it "
              "cannot. *Said so*: the answer's first line says the documents do not seem to say (the fitted "
-             "sufficiency below its floor). Right: F1 >= 0.5 against the answer written beside the question.", "",
+             "sufficiency below its floor). Right: as the critic's labels count it (F1 >= 0.5 against the answer "
+             "written beside the question, or a sentence or two that contains it).", "",
              *machine_lines(env), ""]
     for model, rows in reports.items():
         lines += [f"## {model}", "", "| question | answer | right | said so | sufficiency | floor | confidence | "
@@ -79,7 +83,7 @@ def render(reports: dict[str, list[dict]], env: dict) -> str:
             if "error" in r:
                 lines.append(f"| {r['question']} | error: {r['error']} | | | | | | | |")
                 continue
-            right = "–" if r["f1"] is None else "yes" if r["f1"] >= 0.5 else "no"
+            right = "–" if r.get("right") is None else "yes" if r["right"] else "no"
             lines.append(f"| {r['question']} | {r['answer'][:80]} | {right} | {'yes' if r['declined'] else 'no'} | "
                          f"{_num(r['sufficiency'])} | {_num(r['floor'])} | {_num(r['confidence'])} | {r['calls']} | "
                          f"{r['seconds']} |")

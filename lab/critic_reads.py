@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -72,6 +74,37 @@ def readings_path(tag: str, name: str) -> Path:
     return RUNS / tag / f"{name}.jsonl"
 
 
+def slim_path(tag: str, name: str) -> Path:
+    return RUNS / tag / f"{name}.slim.jsonl.gz"
+
+
+def readings(tag: str, name: str) -> list[dict]:
+    """A set's readings; without the full file (not committed: hidden states), the committed slim copy,
+    whose fits have no hidden-state heads."""
+    from selfrag.eval.critic_read import load_readings
+
+    path, slim = readings_path(tag, name), slim_path(tag, name)
+    if path.is_file():
+        return load_readings(path)
+    if slim.is_file():
+        return [json.loads(line) for line in gzip.decompress(slim.read_bytes()).decode("utf-8").splitlines()]
+    return []
+
+
+def write_slim(full: Path, slim: Path) -> None:
+    """The readings without their hidden states, gzipped: small enough to commit, so a fresh clone can
+    refit and study every scalar head (and relabel) without reading a question again."""
+    if not full.is_file():
+        return
+    lines = []
+    for line in full.read_text(encoding="utf-8").splitlines():
+        try:
+            lines.append(json.dumps({**json.loads(line), "states": {}}, ensure_ascii=False))
+        except ValueError:
+            continue  # a torn last line: the next read rewrites it
+    slim.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode("utf-8"), mtime=0))
+
+
 def say(message: str) -> None:
     print(f"[critic] {message}", file=sys.stderr, flush=True)
 
@@ -102,6 +135,7 @@ async def read_set(spec: str | None, s: ReadSet, limit: int | None, every: int) 
         read = await read_all(reader, dataset.questions, path, tick)
     finally:
         await llm.aclose()
+        write_slim(path, slim_path(model_tag(spec), s.name))
     say(f"{s.name}: {read} read now; {path}")
 
 

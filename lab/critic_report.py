@@ -57,7 +57,9 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
              "here). Fitted on the fitting sets only (the HotpotQA pool: dev questions in no evaluation sample; "
              "PubMedQA's official training ids; gold removed from about half of each); measured on the evaluation "
              "sets below, which no fit saw. Labels: a passage "
-             "is relevant when its title is a supporting title; an answer is right at F1 >= 0.5; the passages "
+             "is relevant when its title is a supporting title; an answer is right by the readings' label rule "
+             "(rule 2: F1 >= 0.5, or at most 40 words containing a gold answer; a choice question by its "
+             "choice; readings without a rule: F1 >= 0.5 alone); the passages "
              "read are sufficient when the question kept its gold and the answer read a gold paragraph; "
              "*answerable* scores the sufficiency head against whether the gold was removed at all. Intervals: "
              f"95% paired bootstrap over questions ({RESAMPLES} resamples) of head AUROC minus the baseline's.", "",

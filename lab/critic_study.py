@@ -2,8 +2,7 @@
 
     python -m lab.critic_study --model qwen2.5-coder-1.5b-instruct [--model ...]
 
-Reads the readings ``lab.critic_reads`` wrote (``results/runs/critic/<model>/``)
-and, without calling a model:
+From the readings of ``lab.critic_reads`` (``results/runs/critic/<model>/``), no model call:
 
 1. fits the critic on the fitting sets (:data:`FIT_SETS`: the HotpotQA pool
    and PubMedQA's training ids), as ``selfrag critic fit`` does, and writes it
@@ -38,20 +37,23 @@ from typing import Any
 
 import numpy as np
 
-from lab.critic_reads import models_read, readings_path
+from lab.critic_reads import models_read
+from lab.critic_reads import readings as read
 from lab.critic_report import RESAMPLES, coverage, plot, render, write
 from lab.machine import machine
 from lab.quality_stats import paired_bootstrap, read_predictions
 from selfrag.eval import critic_fit
 from selfrag.eval.critic_fit import fit_critic, passage_rows, support_rows
-from selfrag.eval.critic_read import load_readings
+from selfrag.eval.critic_read import LABELS
 from selfrag.methods.critique.signals import support_values
 from selfrag.reflection.confidence import ConfidenceModel, Signals
+from selfrag.reflection.critic_fit import CriticFit
 from selfrag.reflection.heads import auroc, ece
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results"
 FITS = OUT / "critic_fits"
+PACKAGE = HERE.parent / "src" / "selfrag" / "reflection" / "fits"
 QUALITY = OUT / "runs" / "quality"
 SETS = ("hotpotqa", "hotpotqa_next", "hotpotqa_mix", "hotpotqa_mix_next", "hotpotqa_yesno", "pubmedqa",
         "pubmedqa_test_mix", "mmlu_evidence")
@@ -62,11 +64,6 @@ BALANCE = True
 CURVE, SUBSETS = (100, 250, 500), 5  # fitting sizes of the learning curve; random subsets of each
 
 PACKAGED = ConfidenceModel.load(None)
-
-
-def read(model: str, name: str) -> list[dict[str, Any]]:
-    path = readings_path(model, name)
-    return load_readings(path) if path.is_file() else []
 
 
 def fitting(model: str, sets: Sequence[str] = FIT_SETS) -> list[dict[str, Any]]:
@@ -342,11 +339,11 @@ def learning_curve(pool: Sequence[dict[str, Any]], sets: dict[str, list], model:
     return out
 
 
-def package(models: Sequence[str], fit_sets: Sequence[str] = FIT_SETS) -> None:
-    """The packaged fits: the embedded model's own, and the defaults over every model's pool readings."""
+def package(models: Sequence[str], fit_sets: Sequence[str] = FIT_SETS, folder: Path = PACKAGE) -> None:
+    """The packaged fits: the embedded model's own, and the defaults over every model's pool readings
+    (kept as they are when a model they were fitted on has no readings here)."""
     from selfrag.llm.model_files import default_model_path, file_sha256
 
-    folder = HERE.parent / "src" / "selfrag" / "reflection" / "fits"
     folder.mkdir(parents=True, exist_ok=True)
     pooled = []
     for model in models:
@@ -355,13 +352,17 @@ def package(models: Sequence[str], fit_sets: Sequence[str] = FIT_SETS) -> None:
         if model == "embedded" and pool:
             path = default_model_path()
             fit = fit_critic(pool, model=path.name, sha256=file_sha256(path), layers=_layers(pool), balance=BALANCE,
-                             meta={"data": " + ".join(fit_sets), "remove_gold": 0.5, "balanced": BALANCE})
+                             meta={"data": " + ".join(fit_sets), "remove_gold": 0.5, "balanced": BALANCE,
+                                   "labels": LABELS})
             fit.write(folder / f"{fit.sha256}.json")
             print(f"[critic] packaged the embedded model's fit ({len(pool)} questions)")
-    if pooled:
+    had = CriticFit.read(folder / "default.json").meta.get("models", []) if (folder / "default.json").is_file() else []
+    if missing := [m for m in had if not fitting(m, fit_sets)]:
+        print(f"[critic] kept default.json: no fitting readings of {', '.join(missing)} here")
+    elif pooled:
         fit = fit_critic(pooled, model="", sha256="", layers=(), balance=BALANCE,
                          meta={"data": " + ".join(fit_sets), "remove_gold": 0.5, "models": list(models),
-                               "balanced": BALANCE})
+                               "balanced": BALANCE, "labels": LABELS})
         fit.write(folder / "default.json")
         print(f"[critic] packaged the default fit ({len(pooled)} questions of {len(models)} models)")
 

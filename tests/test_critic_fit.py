@@ -13,10 +13,11 @@ import pytest
 from selfrag.cli.main import main
 from selfrag.errors import ConfigError, DataError
 from selfrag.eval.critic_fit import fit_critic, summary_lines
-from selfrag.eval.critic_read import load_readings
+from selfrag.eval.critic_read import LABELS, RIGHT_MATCH_WORDS, is_right, load_readings
 from selfrag.llm.model_files import file_sha256
 from selfrag.methods.critique.fits import critic_dir, forget, load_fit
 from selfrag.reflection.critic_fit import CriticFit, packaged
+from selfrag.types import Question
 
 
 def _records(n: int, seed: int = 0) -> list[dict]:
@@ -155,6 +156,7 @@ def test_critic_fit_on_the_embedded_model_writes_a_fit_that_self_rag_then_reads(
     fit = CriticFit.read(fits[0])
     assert fit.sha256 == fits[0].stem and fit.meta["questions"] == 6
     assert fit.meta["data"] == ["sample:hotpotqa_fit", "sample:pubmedqa_fit"] and fit.meta["balanced"] is True
+    assert fit.meta["labels"] == LABELS
 
     assert main(args) == 0
     assert capsys.readouterr().out.count("read 0 questions now") == 2
@@ -164,6 +166,14 @@ def test_critic_fit_on_the_embedded_model_writes_a_fit_that_self_rag_then_reads(
     assert main(args) == 0
     assert "read 1 questions now" in capsys.readouterr().out
     assert len(load_readings(readings)) == 3
+    # a record labelled by an earlier rule (no "labels") is read again, not mixed in or doubled
+    lines = readings.read_text(encoding="utf-8").splitlines()
+    old = {k: v for k, v in json.loads(lines[0]).items() if k != "labels"}
+    readings.write_text("\n".join([json.dumps(old), *lines[1:]]) + "\n", encoding="utf-8")
+    assert main(args) == 0
+    assert "read 1 questions now" in capsys.readouterr().out
+    again = load_readings(readings)
+    assert len(again) == 3 and all(r["labels"] == LABELS for r in again)
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -302,3 +312,20 @@ def test_each_kind_of_fitting_data_counts_equally_when_balanced():
 
     assert flagged(pooled, "small") > 0.5
     assert (flagged(even, "big") + flagged(even, "small")) / 2 == pytest.approx(0.08, abs=0.03)
+
+
+def test_an_answer_is_right_when_close_to_gold_or_a_short_sentence_that_names_it():
+    """The confidence's label: F1 >= 0.5, or at most RIGHT_MATCH_WORDS words containing a gold answer. A
+    model that answers in sentences is not taught that its right answers are wrong."""
+    q = Question(id="q", text="On which day is the museum closed?", answers=["Mondays"])
+    assert is_right(q, "Mondays") and is_right(q, "on Mondays")
+    assert is_right(q, "The Millbrook Heritage Museum is closed on Mondays.")  # F1 0.29, but it says it
+    assert not is_right(q, "The Millbrook Heritage Museum is closed on Tuesdays.")
+    assert not is_right(q, "Mondaysville")  # whole words only
+    rambling = " ".join(["The museum has many rooms and"] * (RIGHT_MATCH_WORDS // 5)) + " is closed on Mondays."
+    assert len(rambling.split()) > RIGHT_MATCH_WORDS and not is_right(q, rambling)
+    assert is_right(Question(id="n", text="Who?", answers=[]), "Anyone") is None
+    yes_no = Question(id="y", text="Are both cities in France?", answers=["no"], type="comparison")
+    assert is_right(yes_no, "No, they are not.") and not is_right(yes_no, "Yes, but not in the north.")
+    pubmed = Question(id="p", text="Does X cause Y?", answers=["no"], type="yes_no", choices=("yes", "no", "maybe"))
+    assert is_right(pubmed, "No.") and not is_right(pubmed, "Yes: the trial found no harm.")

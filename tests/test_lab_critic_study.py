@@ -72,3 +72,61 @@ def test_the_packaged_fits_report_measures_the_defaults_beside_a_model_s_own_fit
     assert default["sufficiency_auroc"] == 0.5 and default["flagged_answerable"] == 1.0  # 0.5 < its floor 0.6
     assert "| m | hotpotqa_mix_next | own | 1.000 | 100.0% | 0.0% |" in packaged_report.render(
         {"rows": rows}, {"date": "today"})
+
+
+def test_the_labels_report_sets_f1_alone_against_rule_2_on_the_same_answers():
+    from lab.critic_labels import RULES, measure_set, render
+    from selfrag.reflection.critic_fit import CriticFit
+    from selfrag.reflection.heads import Head
+
+    def answered(qid, f1, right, seq):
+        return {**_record(qid, seq, True), "f1": f1, "right": right}
+
+    # a short right answer, a right sentence (F1 0.29 but it names the gold), a wrong one
+    records = [answered("a", 1.0, True, 2.0), answered("b", 0.29, True, 1.0), answered("c", 0.0, False, -2.0)]
+    rising = CriticFit({"confidence": Head("confidence", ("seq",), (0.0,), (1.0,), (1.0,), 0.0)}, 0.5)
+    falling = CriticFit({"confidence": Head("confidence", ("seq",), (0.0,), (1.0,), (-1.0,), 0.0)}, 0.5)
+    out = measure_set({RULES[0]: falling, RULES[1]: rising}, records)
+    assert out["answers"] == 3 and out["right"] == {RULES[0]: 1 / 3, RULES[1]: 2 / 3}
+    assert out[f"{RULES[1]} | {RULES[1]}"]["auroc"] == 1.0 and out[f"{RULES[0]} | {RULES[1]}"]["auroc"] == 0.0
+    assert out[f"{RULES[1]} | seen"]["low_on_right"] == 0.0 and out[f"{RULES[0]} | seen"]["low_on_right"] == 1.0
+    assert out[f"{RULES[1]} | seen"]["mean_on_right"] == pytest.approx((0.8808 + 0.7311) / 2, abs=1e-3)
+    assert out["auroc_diff"] == 1.0 and out["low_on_right_diff"]["diff"] == -1.0  # rule 2's fit minus F1's
+    report = {"model": "m", "fitting": 3, "fitting_right": out["right"], "sets": {"s": out},
+              "curve": {"3": {f"s | {RULES[0]}": [0.0, 0.0], f"s | {RULES[1]}": [1.0, 0.0]}}}
+    text = render(report, {"date": "today"})
+    assert "| s | 3 | 0.333 | 0.667 | learned rule 2 | 1.000 | 1.000 |" in text
+    assert "| 3 | s | 0.000 ± 0.000 | 1.000 ± 0.000 |" in text and "| s | +1.000 " in text
+
+
+def test_a_slim_copy_of_the_readings_serves_when_the_full_file_is_gone(tmp_path, monkeypatch):
+    """The full readings (hidden states) stay local; the committed slim copy lets a fresh clone refit."""
+    import json
+
+    import lab.critic_reads as reads
+
+    monkeypatch.setattr(reads, "RUNS", tmp_path)
+    full = reads.readings_path("m", "pool")
+    full.parent.mkdir(parents=True)
+    records = [{**_record(str(i), 0.5, True), "labels": 2, "states": {"answer": {"15": "AAAA"}}} for i in range(3)]
+    full.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"id": "torn', encoding="utf-8")
+    reads.write_slim(full, reads.slim_path("m", "pool"))  # a torn last line (a killed reader) is left out
+    full.write_text("".join(json.dumps(r) + "\n" for r in records[:1]), encoding="utf-8")
+    assert len(reads.readings("m", "pool")) == 1  # the full file first
+    full.unlink()
+    slim = reads.readings("m", "pool")
+    assert [r["id"] for r in slim] == ["0", "1", "2"] and all(r["states"] == {} and r["labels"] == 2 for r in slim)
+    assert reads.readings("m", "other") == []
+
+
+def test_packaging_keeps_the_defaults_when_a_model_they_were_fitted_on_has_no_readings(tmp_path, monkeypatch, capsys):
+    import lab.critic_study as study
+    from selfrag.reflection.critic_fit import CriticFit
+
+    default = CriticFit({}, 0.3, meta={"models": ["embedded", "big"]})
+    default.write(tmp_path / "default.json")
+    records = [_record(str(i), float(i % 2), bool(i % 2)) for i in range(40)]
+    monkeypatch.setattr(study, "read", lambda model, name: records if (model, name) == ("other", "pool") else [])
+    study.package(["other"], folder=tmp_path)
+    assert "kept default.json: no fitting readings of embedded, big" in capsys.readouterr().out
+    assert CriticFit.read(tmp_path / "default.json").meta == {"models": ["embedded", "big"]}

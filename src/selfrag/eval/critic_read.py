@@ -13,12 +13,18 @@ stopped and never reads a question twice.
 
 **Labels** come free with the data: a passage is relevant when its title is
 one of the question's supporting titles; an answer (the selected one or a
-candidate) is right when its F1 against a gold answer is at least 0.5; the
-passages read are sufficient when the question kept its gold paragraphs and
-the answer read one of them (a question over its own abstract alone,
-``gold_contexts: all``: when it kept its abstract). About half the fitting questions lose their
-gold paragraphs (``remove_gold``), so the heads see insufficient passages as
-often as sufficient ones.
+candidate) to a choice question is right when its choice is the gold one,
+as the evaluation scores it; to any other, when its F1 against a gold
+answer is at least 0.5, or when it is a sentence or two that contains a
+gold answer (Self-RAG's *match*): F1 alone calls "The museum is closed on
+Mondays." wrong against "Mondays", and would teach a model that answers in
+sentences that its right answers are wrong. A readings file written under
+an earlier label rule (no ``labels`` of :data:`LABELS`) is read again, not
+mixed in. The passages read are sufficient when the question kept its gold
+paragraphs and the answer read one of them (a question over its own
+abstract alone, ``gold_contexts: all``: when it kept its abstract). About
+half the fitting questions lose their gold paragraphs (``remove_gold``), so
+the heads see insufficient passages as often as sufficient ones.
 """
 
 from __future__ import annotations
@@ -38,9 +44,12 @@ from ..methods.critique.signals import closed
 from ..reflection.critic_fit import CriticFit
 from ..reflection.heads import pack_f16
 from ..types import Question
-from .metrics import best_over, f1_score
+from .metrics import best_over, f1_score, match
+from .scoring import accuracy
 
 RIGHT_F1 = 0.5  # an answer at least this close to a gold one counts as right
+RIGHT_MATCH_WORDS = 40  # ... and so does one of at most this many words that contains a gold answer
+LABELS = 2  # the label rule's version, recorded in every reading (1: F1 alone, unrecorded)
 
 
 def hidden_layers(llm: Any) -> tuple[int, ...]:
@@ -74,9 +83,17 @@ def gold_titles(question: Question) -> set[str]:
 
 
 def is_right(question: Question, text: str) -> bool | None:
-    """F1 of ``text`` against the best gold answer reaches :data:`RIGHT_F1` (None: no gold answer)."""
+    """A choice question (yes/no/maybe, options): the choice read from ``text`` is the gold one, as the
+    evaluation scores it. Any other: F1 of ``text`` against the best gold answer reaches :data:`RIGHT_F1`,
+    or ``text`` has at most :data:`RIGHT_MATCH_WORDS` words and contains a gold answer (None: no gold)."""
     f1 = f1_of(question, text)
-    return None if f1 is None else f1 >= RIGHT_F1
+    if f1 is None:
+        return None
+    chosen = accuracy(question, text)
+    if chosen is not None:
+        return chosen >= 1
+    answer = finalize_answer(question, text)
+    return f1 >= RIGHT_F1 or (len(answer.split()) <= RIGHT_MATCH_WORDS and best_over(match, answer, question.answers) > 0)
 
 
 def _states(hidden: dict | None) -> dict[str, dict[str, str]]:
@@ -95,7 +112,8 @@ def reading(question: Question, state: Any, seconds: float, steps: Sequence[Any]
     docs, best = state.docs, state.best
     passages = [{"title": d.title, **signals, "relevant": (d.title in gold) if gold else None}
                 for d, signals in zip(docs, getattr(state.critic, "passages", []) or [], strict=False)]
-    record: dict[str, Any] = {"id": question.id, "answerable": bool(question.metadata.get("answerable", True)),
+    record: dict[str, Any] = {"id": question.id, "labels": LABELS,
+                              "answerable": bool(question.metadata.get("answerable", True)),
                               "passages": passages, "seconds": round(seconds, 3),
                               "calls": sum(s.llm_calls for s in steps),
                               "steps": [[s.action, round(s.latency_ms / 1000, 3), s.llm_calls] for s in steps]}
@@ -143,13 +161,16 @@ class Reader:
 
 
 def done_ids(path: Path) -> set[str]:
-    """The ids a readings file already holds (a torn last line, from a kill, is dropped and rewritten)."""
+    """The ids a readings file already holds under the current label rule (a torn last line, from a kill,
+    and a record labelled by an earlier rule are dropped, the file rewritten, and read again)."""
     if not path.is_file():
         return set()
     ids, good = set(), []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             record = json.loads(line)
+            if record.get("labels") != LABELS:
+                continue
             ids.add(str(record["id"]))
             good.append(line)
         except (ValueError, KeyError, TypeError):

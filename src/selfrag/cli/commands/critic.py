@@ -80,7 +80,7 @@ def _fit(args: argparse.Namespace) -> int:
     from ...assemble import build_backend, build_method
     from ...errors import ConfigError
     from ...eval.critic_fit import fit_critic, summary_lines
-    from ...eval.critic_read import Reader, hidden_layers, load_readings, read_all
+    from ...eval.critic_read import LABELS, Reader, hidden_layers, load_readings, read_all
     from ...eval.datasets import load_dataset
     from ...methods.critique.fits import fit_path, forget, model_sha256
     from ...version import __version__
@@ -115,7 +115,8 @@ def _fit(args: argparse.Namespace) -> int:
     # kind beside many of the first would otherwise barely move the heads or the sufficiency floor).
     fit = fit_critic(records, model=str(llm.model), sha256=sha, layers=layers, balance=True,
                      meta={"data": [str(d) for d in args.data or DEFAULT_DATA], "remove_gold": args.remove_gold,
-                           "balanced": True, "selfrag": __version__, "recorded_layers": list(layers)})
+                           "balanced": True, "labels": LABELS, "selfrag": __version__,
+                           "recorded_layers": list(layers)})
     fit.write(out)
     forget()
     print(f"wrote {out} ({len(records)} questions)")

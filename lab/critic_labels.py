@@ -1,0 +1,174 @@
+"""What "right" means to the confidence head: F1 alone against F1 or a short answer naming the gold (issue 68).
+
+    python -m lab.critic_labels [--model TAG ...]
+
+The confidence head learns "is this answer right" from labels. Under the
+benchmarks' F1 test (F1 >= 0.5 against a gold answer) a model that answers
+in sentences is wrong whenever it is right: "The museum is closed on
+Mondays." scores 0.29 against "Mondays". Since label rule 2 the readings
+also count an answer of at most 40 words that contains a gold answer
+(Self-RAG's *match*), and a choice question by its choice. From the same
+readings of ``lab.critic_reads`` (rule 2; each keeps the answer's F1), two
+fits on the fitting sets: one whose confidence learned F1 alone, one that
+learned rule 2. On every evaluation set: the share right by each rule, each
+fit's confidence AUROC and ECE against each rule, and what a user sees on the
+answers rule 2 calls right: the mean confidence and the share below the
+"low confidence" line. No model call.
+
+Writes ``results/critic_labels_<model>.md`` and ``.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from lab.critic_reads import models_read
+from lab.critic_report import fmt, interval, write
+from lab.critic_study import _states, evaluation_sets, fit_on, fitting, items, measure
+from lab.machine import machine, machine_lines
+from lab.quality_stats import paired_bootstrap
+from selfrag.eval.critic_read import LABELS, RIGHT_F1
+from selfrag.reflection.answer_text import LOW
+
+RULES = ("F1 alone", "rule 2")
+CURVE = (100, 200)
+SUBSETS = 5
+
+
+def by_f1(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records labelled by F1 alone (an answer without a gold answer keeps its None)."""
+    return [{**r, "right": None if r.get("f1") is None else r["f1"] >= RIGHT_F1} for r in records]
+
+
+def labelled(records: Sequence[dict[str, Any]], rule: str) -> list[dict[str, Any]]:
+    return by_f1(records) if rule == RULES[0] else list(records)
+
+
+def answered(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if r.get("answer") is not None and r.get("right") is not None]
+
+
+def compared(fits: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Against rule 2's labels: the rule-2 fit's confidence AUROC minus the F1-alone fit's (95% paired
+    interval over questions), and the share of rule-2-right answers below the low line, rule 2's fit
+    minus F1 alone's."""
+    rows = answered(records)
+    mine = [fits[RULES[1]].head("confidence").probability(r.get("readings") or {}, _states(r)) for r in rows]
+    theirs = [fits[RULES[0]].head("confidence").probability(r.get("readings") or {}, _states(r)) for r in rows]
+    groups = [[(a, b, b, bool(r["right"]))] for a, b, r in zip(mine, theirs, rows, strict=True)]
+    low = [(float(a < LOW), float(b < LOW)) for a, b, r in zip(mine, theirs, rows, strict=True) if r["right"]]
+    m = measure(groups) if groups else {}
+    return {"auroc_diff": None if m.get("auroc") is None or m.get("baseline_auroc") is None
+            else m["auroc"] - m["baseline_auroc"], "auroc_interval": m.get("baseline_interval"),
+            "low_on_right_diff": paired_bootstrap([a for a, _ in low], [b for _, b in low])}
+
+
+def curve(fitted: list[dict[str, Any]], sets: dict[str, list], model: str) -> dict[str, Any]:
+    """Per number of fitting questions: mean and sd over random subsets of each fit's confidence AUROC
+    against rule 2's labels, on every evaluation set."""
+    out: dict[str, Any] = {}
+    for k in [n for n in CURVE if n < len(fitted)] + [len(fitted)]:
+        per: dict[str, list[float]] = {}
+        for seed in range(1 if k == len(fitted) else SUBSETS):
+            subset = fitted if k == len(fitted) else random.Random(seed).sample(fitted, k)  # all: as fitted
+            for rule in RULES:
+                fit = fit_on(labelled(subset, rule), model)
+                for name, records in sets.items():
+                    value = measure(items(fit, answered(records))["confidence"])["auroc"]
+                    if value is not None:
+                        per.setdefault(f"{name} | {rule}", []).append(value)
+        out[str(k)] = {key: [float(np.mean(v)), float(np.std(v))] for key, v in per.items()}
+    return out
+
+
+def measure_set(fits: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    rows = answered(records)
+    out: dict[str, Any] = {"answers": len(rows),
+                           "right": {rule: _share([bool(r["right"]) for r in labelled(rows, rule)])
+                                     for rule in RULES}}
+    for fit_rule, fit in fits.items():
+        for rule in RULES:
+            m = measure(items(fit, labelled(rows, rule))["confidence"])
+            out[f"{fit_rule} | {rule}"] = {"auroc": m["auroc"], "ece": m["ece"]}
+        conf = fit.head("confidence")
+        right = [conf.probability(r.get("readings") or {}, _states(r)) for r in rows if r["right"]]
+        out[f"{fit_rule} | seen"] = {"mean_on_right": _mean(right), "low_on_right": _share([p < LOW for p in right])}
+    return {**out, **compared(fits, records)}
+
+
+def _share(flags: Sequence[bool]) -> float | None:
+    return sum(flags) / len(flags) if flags else None
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def model_report(model: str) -> dict[str, Any]:
+    fitted = fitting(model)
+    fits = {rule: fit_on(labelled(fitted, rule), model) for rule in RULES}
+    sets = evaluation_sets(model, fitted)
+    report_curve = curve(fitted, sets, model)
+    return {"model": model, "fitting": len(fitted),
+            "fitting_right": {rule: _share([bool(r["right"]) for r in labelled(fitted, rule)
+                                            if r.get("right") is not None]) for rule in RULES},
+            "sets": {name: measure_set(fits, records) for name, records in sets.items()}, "curve": report_curve}
+
+
+def render(report: dict[str, Any], env: dict[str, Any]) -> str:
+    lines = [f"# What \"right\" means to the confidence head: {report['model']}", "",
+             (__doc__ or "").split("\n\n")[1].replace("\n", " "), "", *machine_lines(env), "",
+             f"Fitting questions: {report['fitting']}; right by F1 alone "
+             f"{fmt(report['fitting_right'][RULES[0]])}, by rule 2 {fmt(report['fitting_right'][RULES[1]])}.", "",
+             "| set | answers | right: F1 alone | right: rule 2 | fit | AUROC vs F1 alone | AUROC vs rule 2 | "
+             "ECE vs F1 alone | ECE vs rule 2 | mean confidence on rule-2-right | below the low line |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, s in report["sets"].items():
+        for fit_rule in RULES:
+            a, b, seen = s[f"{fit_rule} | {RULES[0]}"], s[f"{fit_rule} | {RULES[1]}"], s[f"{fit_rule} | seen"]
+            lines.append(f"| {name} | {s['answers']} | {fmt(s['right'][RULES[0]])} | {fmt(s['right'][RULES[1]])} | "
+                         f"learned {fit_rule} | {fmt(a['auroc'])} | {fmt(b['auroc'])} | {fmt(a['ece'])} | "
+                         f"{fmt(b['ece'])} | {fmt(seen['mean_on_right'])} | {fmt(seen['low_on_right'])} |")
+    lines += ["", "Learned rule 2 minus learned F1 alone, against rule 2's labels (95% paired bootstrap over "
+              "questions):", "", "| set | confidence AUROC Δ [95% CI] | rule-2-right answers below the low line "
+              "Δ [95% CI] |", "|---|---|---|"]
+    for name, s in report["sets"].items():
+        low = s.get("low_on_right_diff") or {}
+        lines.append(f"| {name} | {_signed(s.get('auroc_diff'))} {interval(s.get('auroc_interval'))} | "
+                     f"{_signed(low.get('diff'))} {interval([low['lo'], low['hi']] if low else None)} |")
+    lines += ["", "Learning curve: confidence AUROC against rule 2's labels, mean ± sd over five random subsets "
+              "of the fitting questions (all of them once).", "", "| fitting questions | set | learned F1 alone | "
+              "learned rule 2 |", "|---|---|---|---|"]
+    for k, per in (report.get("curve") or {}).items():
+        for name in report["sets"]:
+            cells = [per.get(f"{name} | {rule}") for rule in RULES]
+            lines.append(f"| {k} | {name} | " + " | ".join("–" if c is None else f"{c[0]:.3f} ± {c[1]:.3f}"
+                                                          for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _signed(x: float | None) -> str:
+    return "–" if x is None else f"{x:+.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--model", action="append", default=None, help="a model tag under results/runs/critic/")
+    args = parser.parse_args(argv)
+    env = machine()
+    for model in models_read(args.model):
+        if any(r.get("labels") != LABELS for r in fitting(model)):
+            print(f"[critic] {model}: readings written before label rule {LABELS}; read them again first")
+            continue
+        report = model_report(model)
+        write(f"critic_labels_{model}", report, render(report, env), env)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
