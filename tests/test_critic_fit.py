@@ -329,3 +329,15 @@ def test_an_answer_is_right_when_close_to_gold_or_a_short_sentence_that_names_it
     assert is_right(yes_no, "No, they are not.") and not is_right(yes_no, "Yes, but not in the north.")
     pubmed = Question(id="p", text="Does X cause Y?", answers=["no"], type="yes_no", choices=("yes", "no", "maybe"))
     assert is_right(pubmed, "No.") and not is_right(pubmed, "Yes: the trial found no harm.")
+
+
+def test_readings_of_an_earlier_label_rule_are_dropped_with_one_warning(tmp_path, caplog):
+    from selfrag.eval.critic_read import done_ids
+
+    path = tmp_path / "r.readings.jsonl"
+    path.write_text(json.dumps({"id": "old"}) + "\n[1, 2]\n" + json.dumps({"id": "new", "labels": LABELS}) + "\n",
+                    encoding="utf-8")  # a line that is not a reading is dropped too
+    with caplog.at_level(logging.WARNING, logger="selfrag"):
+        assert done_ids(path) == {"new"}
+    assert "1 readings were labelled by an earlier rule; reading them again" in caplog.text
+    assert [json.loads(line)["id"] for line in path.read_text(encoding="utf-8").splitlines()] == ["new"]

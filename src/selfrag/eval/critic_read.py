@@ -30,6 +30,7 @@ the heads see insufficient passages as often as sufficient ones.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -165,16 +166,20 @@ def done_ids(path: Path) -> set[str]:
     and a record labelled by an earlier rule are dropped, the file rewritten, and read again)."""
     if not path.is_file():
         return set()
-    ids, good = set(), []
+    ids, good, stale = set(), [], 0
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             record = json.loads(line)
             if record.get("labels") != LABELS:
+                stale += 1
                 continue
             ids.add(str(record["id"]))
             good.append(line)
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):  # torn, or not a reading
             continue
+    if stale:
+        logging.getLogger("selfrag").warning("%s: %d readings were labelled by an earlier rule; reading them again",
+                                             path, stale)
     text = "".join(f"{line}\n" for line in good)
     if text != path.read_text(encoding="utf-8"):
         path.write_text(text, encoding="utf-8")
