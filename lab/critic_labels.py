@@ -13,7 +13,16 @@ fits on the fitting sets: one whose confidence learned F1 alone, one that
 learned rule 2. On every evaluation set: the share right by each rule, each
 fit's confidence AUROC and ECE against each rule, and what a user sees on the
 answers rule 2 calls right: the mean confidence and the share below the
-"low confidence" line. No model call.
+"low confidence" line. The support head (its candidates' labels are the
+readings', rule 2) and the share of answerable questions the sufficiency line
+flags, per fit. When ``results/critic_fits/<model>.json`` exists (the lab's
+committed fit, which may have been fitted on other readings or an earlier
+rule), it is measured beside the two on the same answers. Beside each ECE, the
+ECE a perfectly calibrated head would show on as many items (by chance) and
+the share of such heads whose ECE is at least this one (calibration p): at
+100 questions a calibrated head's ECE is often above 0.08; where both are
+read, HotpotQA 0-99 and 200-299 are also measured as one set of 200. No
+model call.
 
 Writes ``results/critic_labels_<model>.md`` and ``.json``.
 """
@@ -29,13 +38,27 @@ import numpy as np
 
 from lab.critic_reads import models_read
 from lab.critic_report import fmt, interval, write
-from lab.critic_study import _states, evaluation_sets, fit_on, fitting, items, measure
+from lab.critic_study import (
+    FITS,
+    _flat,
+    _states,
+    evaluation_sets,
+    fit_on,
+    fitting,
+    items,
+    measure,
+    said,
+)
 from lab.machine import machine, machine_lines
 from lab.quality_stats import paired_bootstrap
 from selfrag.eval.critic_read import LABELS, RIGHT_F1
 from selfrag.reflection.answer_text import LOW
+from selfrag.reflection.critic_fit import CriticFit
+from selfrag.reflection.heads import ece
 
 RULES = ("F1 alone", "rule 2")
+COMMITTED = "the committed lab fit"
+POOLED = ("hotpotqa", "hotpotqa_next")  # two answerable HotpotQA report sets, also measured as one
 CURVE = (100, 200)
 SUBSETS = 5
 
@@ -53,19 +76,29 @@ def answered(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in records if r.get("answer") is not None and r.get("right") is not None]
 
 
-def compared(fits: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Against rule 2's labels: the rule-2 fit's confidence AUROC minus the F1-alone fit's (95% paired
-    interval over questions), and the share of rule-2-right answers below the low line, rule 2's fit
-    minus F1 alone's."""
+def compared(fits: dict[str, Any], records: Sequence[dict[str, Any]], mine: str = RULES[1],
+             theirs: str = RULES[0]) -> dict[str, Any]:
+    """Against rule 2's labels: fit ``mine``'s confidence AUROC minus fit ``theirs``'s (95% paired interval
+    over questions), the same for the support head, and the share of rule-2-right answers below the low
+    line, ``mine`` minus ``theirs``."""
     rows = answered(records)
-    mine = [fits[RULES[1]].head("confidence").probability(r.get("readings") or {}, _states(r)) for r in rows]
-    theirs = [fits[RULES[0]].head("confidence").probability(r.get("readings") or {}, _states(r)) for r in rows]
-    groups = [[(a, b, b, bool(r["right"]))] for a, b, r in zip(mine, theirs, rows, strict=True)]
-    low = [(float(a < LOW), float(b < LOW)) for a, b, r in zip(mine, theirs, rows, strict=True) if r["right"]]
+    a = [fits[mine].head("confidence").probability(r.get("readings") or {}, _states(r)) for r in rows]
+    b = [fits[theirs].head("confidence").probability(r.get("readings") or {}, _states(r)) for r in rows]
+    groups = [[(x, y, y, bool(r["right"]))] for x, y, r in zip(a, b, rows, strict=True)]
+    low = [(float(x < LOW), float(y < LOW)) for x, y, r in zip(a, b, rows, strict=True) if r["right"]]
     m = measure(groups) if groups else {}
-    return {"auroc_diff": None if m.get("auroc") is None or m.get("baseline_auroc") is None
-            else m["auroc"] - m["baseline_auroc"], "auroc_interval": m.get("baseline_interval"),
-            "low_on_right_diff": paired_bootstrap([a for a, _ in low], [b for _, b in low])}
+    support = [[(p, q, q, y) for (p, _, _, y), (q, _, _, _) in zip(g, h, strict=True)]
+               for g, h in zip(items(fits[mine], records)["support"], items(fits[theirs], records)["support"],
+                               strict=True)]
+    s = measure(support) if any(support) else {}
+    return {"auroc_diff": _minus(m.get("auroc"), m.get("baseline_auroc")), "auroc_interval": m.get("baseline_interval"),
+            "support_diff": _minus(s.get("auroc"), s.get("baseline_auroc")),
+            "support_interval": s.get("baseline_interval"),
+            "low_on_right_diff": paired_bootstrap([x for x, _ in low], [y for _, y in low])}
+
+
+def _minus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
 
 
 def curve(fitted: list[dict[str, Any]], sets: dict[str, list], model: str) -> dict[str, Any]:
@@ -93,12 +126,32 @@ def measure_set(fits: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict
                                      for rule in RULES}}
     for fit_rule, fit in fits.items():
         for rule in RULES:
-            m = measure(items(fit, labelled(rows, rule))["confidence"])
-            out[f"{fit_rule} | {rule}"] = {"auroc": m["auroc"], "ece": m["ece"]}
+            groups = items(fit, labelled(rows, rule))["confidence"]
+            m = measure(groups)
+            out[f"{fit_rule} | {rule}"] = {"auroc": m["auroc"], "ece": m["ece"], "ece_by_chance": m["ece_if_calibrated"],
+                                           "calibration_p": calibration_p(*_flat(groups, 0))}
         conf = fit.head("confidence")
         right = [conf.probability(r.get("readings") or {}, _states(r)) for r in rows if r["right"]]
-        out[f"{fit_rule} | seen"] = {"mean_on_right": _mean(right), "low_on_right": _share([p < LOW for p in right])}
-    return {**out, **compared(fits, records)}
+        support = [g for g in items(fit, records)["support"] if g]
+        m = measure(support) if support else {}
+        flags = said(fit, records) or {}
+        out[f"{fit_rule} | seen"] = {"mean_on_right": _mean(right), "low_on_right": _share([p < LOW for p in right]),
+                                     "support_auroc": m.get("auroc"), "support_ece": m.get("ece"),
+                                     "flagged_answerable": flags.get("flagged_answerable")}
+    out["versus"] = {f"{RULES[1]} - {RULES[0]}": compared(fits, records)}
+    if COMMITTED in fits:
+        out["versus"][f"{RULES[1]} - {COMMITTED}"] = compared(fits, records, theirs=COMMITTED)
+    return out
+
+
+def calibration_p(probs: Sequence[float], labels: Sequence[bool], draws: int = 1000, seed: int = 0) -> float | None:
+    """The share of draws in which a perfectly calibrated head (labels drawn from its own probabilities)
+    shows at least this head's ECE on these items: near 0, miscalibrated beyond what chance leaves at this
+    n; near 0.5, as calibrated as a perfect head looks here."""
+    if not probs:
+        return None
+    rng, p, seen = np.random.default_rng(seed), np.asarray(probs, dtype=float), ece(probs, labels)
+    return float(np.mean([ece(probs, (rng.random(len(p)) < p).tolist()) >= seen for _ in range(draws)]))
 
 
 def _share(flags: Sequence[bool]) -> float | None:
@@ -112,7 +165,11 @@ def _mean(xs: Sequence[float]) -> float | None:
 def model_report(model: str) -> dict[str, Any]:
     fitted = fitting(model)
     fits = {rule: fit_on(labelled(fitted, rule), model) for rule in RULES}
+    if (FITS / f"{model}.json").is_file():
+        fits[COMMITTED] = CriticFit.read(FITS / f"{model}.json")
     sets = evaluation_sets(model, fitted)
+    if all(name in sets for name in POOLED):  # calibration read on more answers than one set holds
+        sets[" + ".join(POOLED)] = [r for name in POOLED for r in sets[name]]
     report_curve = curve(fitted, sets, model)
     return {"model": model, "fitting": len(fitted),
             "fitting_right": {rule: _share([bool(r["right"]) for r in labelled(fitted, rule)
@@ -126,21 +183,27 @@ def render(report: dict[str, Any], env: dict[str, Any]) -> str:
              f"Fitting questions: {report['fitting']}; right by F1 alone "
              f"{fmt(report['fitting_right'][RULES[0]])}, by rule 2 {fmt(report['fitting_right'][RULES[1]])}.", "",
              "| set | answers | right: F1 alone | right: rule 2 | fit | AUROC vs F1 alone | AUROC vs rule 2 | "
-             "ECE vs F1 alone | ECE vs rule 2 | mean confidence on rule-2-right | below the low line |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "ECE vs F1 alone | ECE vs rule 2 | ECE by chance | calibration p | mean confidence on rule-2-right | below the low line "
+             "| support AUROC | support ECE | answerable flagged |", "|" + "---|" * 16]
     for name, s in report["sets"].items():
-        for fit_rule in RULES:
+        for fit_rule in [k[:-len(" | seen")] for k in s if k.endswith(" | seen")]:
             a, b, seen = s[f"{fit_rule} | {RULES[0]}"], s[f"{fit_rule} | {RULES[1]}"], s[f"{fit_rule} | seen"]
+            label = fit_rule if fit_rule == COMMITTED else f"learned {fit_rule}"
             lines.append(f"| {name} | {s['answers']} | {fmt(s['right'][RULES[0]])} | {fmt(s['right'][RULES[1]])} | "
-                         f"learned {fit_rule} | {fmt(a['auroc'])} | {fmt(b['auroc'])} | {fmt(a['ece'])} | "
-                         f"{fmt(b['ece'])} | {fmt(seen['mean_on_right'])} | {fmt(seen['low_on_right'])} |")
-    lines += ["", "Learned rule 2 minus learned F1 alone, against rule 2's labels (95% paired bootstrap over "
-              "questions):", "", "| set | confidence AUROC Δ [95% CI] | rule-2-right answers below the low line "
-              "Δ [95% CI] |", "|---|---|---|"]
+                         f"{label} | {fmt(a['auroc'])} | {fmt(b['auroc'])} | {fmt(a['ece'])} | {fmt(b['ece'])} | "
+                         f"{fmt(b.get('ece_by_chance'))} | {fmt(b.get('calibration_p'))} | {fmt(seen['mean_on_right'])} | {fmt(seen['low_on_right'])} | "
+                         f"{fmt(seen.get('support_auroc'))} | {fmt(seen.get('support_ece'))} | "
+                         f"{fmt(seen.get('flagged_answerable'))} |")
+    lines += ["", "The rule-2 fit minus another, against rule 2's labels (95% paired bootstrap over questions):", "",
+              "| set | against | confidence AUROC Δ [95% CI] | support AUROC Δ [95% CI] | rule-2-right answers "
+              "below the low line Δ [95% CI] |", "|---|---|---|---|---|"]
     for name, s in report["sets"].items():
-        low = s.get("low_on_right_diff") or {}
-        lines.append(f"| {name} | {_signed(s.get('auroc_diff'))} {interval(s.get('auroc_interval'))} | "
-                     f"{_signed(low.get('diff'))} {interval([low['lo'], low['hi']] if low else None)} |")
+        for pair, v in s.get("versus", {}).items():
+            low = v.get("low_on_right_diff") or {}
+            lines.append(f"| {name} | {pair.split(' - ', 1)[1]} | {_signed(v.get('auroc_diff'))} "
+                         f"{interval(v.get('auroc_interval'))} | {_signed(v.get('support_diff'))} "
+                         f"{interval(v.get('support_interval'))} | {_signed(low.get('diff'))} "
+                         f"{interval([low['lo'], low['hi']] if low else None)} |")
     lines += ["", "Learning curve: confidence AUROC against rule 2's labels, mean ± sd over five random subsets "
               "of the fitting questions (all of them once).", "", "| fitting questions | set | learned F1 alone | "
               "learned rule 2 |", "|---|---|---|---|"]

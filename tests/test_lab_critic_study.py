@@ -74,29 +74,54 @@ def test_the_packaged_fits_report_measures_the_defaults_beside_a_model_s_own_fit
         {"rows": rows}, {"date": "today"})
 
 
+def test_calibration_p_is_small_only_for_a_head_miscalibrated_beyond_chance():
+    from lab.critic_labels import calibration_p
+
+    rng = np.random.default_rng(3)
+    probs = rng.uniform(0.05, 0.95, 100).tolist()
+    calibrated = (rng.random(100) < np.array(probs)).tolist()
+    assert calibration_p([], []) is None
+    assert calibration_p(probs, calibrated) > 0.05
+    assert calibration_p(probs, [p < 0.5 for p in probs]) == 0.0  # reads every answer backwards
+
+
 def test_the_labels_report_sets_f1_alone_against_rule_2_on_the_same_answers():
-    from lab.critic_labels import RULES, measure_set, render
+    from lab.critic_labels import COMMITTED, RULES, measure_set, render
     from selfrag.reflection.critic_fit import CriticFit
     from selfrag.reflection.heads import Head
 
-    def answered(qid, f1, right, seq):
-        return {**_record(qid, seq, True), "f1": f1, "right": right}
+    def answered(qid, f1, right, seq, candidates):
+        return {**_record(qid, seq, True), "f1": f1, "right": right, "candidates": candidates}
+
+    def cand(likelihood, right):
+        return {"joint": True, "likelihood": likelihood, "right": right, "closed": False}
 
     # a short right answer, a right sentence (F1 0.29 but it names the gold), a wrong one
-    records = [answered("a", 1.0, True, 2.0), answered("b", 0.29, True, 1.0), answered("c", 0.0, False, -2.0)]
-    rising = CriticFit({"confidence": Head("confidence", ("seq",), (0.0,), (1.0,), (1.0,), 0.0)}, 0.5)
-    falling = CriticFit({"confidence": Head("confidence", ("seq",), (0.0,), (1.0,), (-1.0,), 0.0)}, 0.5)
-    out = measure_set({RULES[0]: falling, RULES[1]: rising}, records)
+    records = [answered("a", 1.0, True, 2.0, [cand(-0.1, True)]), answered("b", 0.29, True, 1.0, [cand(-0.5, True)]),
+               answered("c", 0.0, False, -2.0, [cand(-1.0, False)])]
+
+    def fit(sign: float, support: float) -> CriticFit:
+        return CriticFit({"confidence": Head("confidence", ("seq",), (0.0,), (1.0,), (sign,), 0.0),
+                          "support": Head("support", ("likelihood",), (0.0,), (1.0,), (support,), 0.0)}, 0.5)
+
+    rising, falling = fit(1.0, 1.0), fit(-1.0, -1.0)
+    out = measure_set({RULES[0]: falling, RULES[1]: rising, COMMITTED: falling}, records)
     assert out["answers"] == 3 and out["right"] == {RULES[0]: 1 / 3, RULES[1]: 2 / 3}
     assert out[f"{RULES[1]} | {RULES[1]}"]["auroc"] == 1.0 and out[f"{RULES[0]} | {RULES[1]}"]["auroc"] == 0.0
     assert out[f"{RULES[1]} | seen"]["low_on_right"] == 0.0 and out[f"{RULES[0]} | seen"]["low_on_right"] == 1.0
     assert out[f"{RULES[1]} | seen"]["mean_on_right"] == pytest.approx((0.8808 + 0.7311) / 2, abs=1e-3)
-    assert out["auroc_diff"] == 1.0 and out["low_on_right_diff"]["diff"] == -1.0  # rule 2's fit minus F1's
+    # support: right candidates at likelihoods -0.1 and -0.5, the wrong one at -1.0; one head reads it backwards
+    assert out[f"{RULES[1]} | seen"]["support_auroc"] == 1.0 and out[f"{COMMITTED} | seen"]["support_auroc"] == 0.0
+    for pair in (f"{RULES[1]} - {RULES[0]}", f"{RULES[1]} - {COMMITTED}"):  # rule 2's fit minus the other
+        versus = out["versus"][pair]
+        assert versus["auroc_diff"] == 1.0 and versus["low_on_right_diff"]["diff"] == -1.0
+        assert versus["support_diff"] == 1.0
     report = {"model": "m", "fitting": 3, "fitting_right": out["right"], "sets": {"s": out},
               "curve": {"3": {f"s | {RULES[0]}": [0.0, 0.0], f"s | {RULES[1]}": [1.0, 0.0]}}}
     text = render(report, {"date": "today"})
     assert "| s | 3 | 0.333 | 0.667 | learned rule 2 | 1.000 | 1.000 |" in text
-    assert "| 3 | s | 0.000 ± 0.000 | 1.000 ± 0.000 |" in text and "| s | +1.000 " in text
+    assert f"| s | 3 | 0.333 | 0.667 | {COMMITTED} | " in text
+    assert "| 3 | s | 0.000 ± 0.000 | 1.000 ± 0.000 |" in text and f"| s | {COMMITTED} | +1.000 " in text
 
 
 def test_a_slim_copy_of_the_readings_serves_when_the_full_file_is_gone(tmp_path, monkeypatch):
