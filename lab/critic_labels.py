@@ -77,19 +77,19 @@ def answered(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def compared(fits: dict[str, Any], records: Sequence[dict[str, Any]], mine: str = RULES[1],
-             theirs: str = RULES[0]) -> dict[str, Any]:
+             theirs: str = RULES[0], support_of: dict[str, list] | None = None) -> dict[str, Any]:
     """Against rule 2's labels: fit ``mine``'s confidence AUROC minus fit ``theirs``'s (95% paired interval
     over questions), the same for the support head, and the share of rule-2-right answers below the low
-    line, ``mine`` minus ``theirs``."""
+    line, ``mine`` minus ``theirs``. ``support_of``: each fit's support items, when already built."""
     rows = answered(records)
+    support_of = support_of or {k: items(fits[k], records)["support"] for k in (mine, theirs)}
     a = [fits[mine].head("confidence").probability(r.get("readings") or {}, _states(r)) for r in rows]
     b = [fits[theirs].head("confidence").probability(r.get("readings") or {}, _states(r)) for r in rows]
     groups = [[(x, y, y, bool(r["right"]))] for x, y, r in zip(a, b, rows, strict=True)]
     low = [(float(x < LOW), float(y < LOW)) for x, y, r in zip(a, b, rows, strict=True) if r["right"]]
     m = measure(groups) if groups else {}
     support = [[(p, q, q, y) for (p, _, _, y), (q, _, _, _) in zip(g, h, strict=True)]
-               for g, h in zip(items(fits[mine], records)["support"], items(fits[theirs], records)["support"],
-                               strict=True)]
+               for g, h in zip(support_of[mine], support_of[theirs], strict=True)]
     s = measure(support) if any(support) else {}
     return {"auroc_diff": _minus(m.get("auroc"), m.get("baseline_auroc")), "auroc_interval": m.get("baseline_interval"),
             "support_diff": _minus(s.get("auroc"), s.get("baseline_auroc")),
@@ -124,6 +124,7 @@ def measure_set(fits: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict
     out: dict[str, Any] = {"answers": len(rows),
                            "right": {rule: _share([bool(r["right"]) for r in labelled(rows, rule)])
                                      for rule in RULES}}
+    support_of = {k: items(fit, records)["support"] for k, fit in fits.items()}
     for fit_rule, fit in fits.items():
         for rule in RULES:
             groups = items(fit, labelled(rows, rule))["confidence"]
@@ -132,15 +133,14 @@ def measure_set(fits: dict[str, Any], records: Sequence[dict[str, Any]]) -> dict
                                            "calibration_p": calibration_p(*_flat(groups, 0))}
         conf = fit.head("confidence")
         right = [conf.probability(r.get("readings") or {}, _states(r)) for r in rows if r["right"]]
-        support = [g for g in items(fit, records)["support"] if g]
+        support = [g for g in support_of[fit_rule] if g]
         m = measure(support) if support else {}
         flags = said(fit, records) or {}
         out[f"{fit_rule} | seen"] = {"mean_on_right": _mean(right), "low_on_right": _share([p < LOW for p in right]),
                                      "support_auroc": m.get("auroc"), "support_ece": m.get("ece"),
                                      "flagged_answerable": flags.get("flagged_answerable")}
-    out["versus"] = {f"{RULES[1]} - {RULES[0]}": compared(fits, records)}
-    if COMMITTED in fits:
-        out["versus"][f"{RULES[1]} - {COMMITTED}"] = compared(fits, records, theirs=COMMITTED)
+    out["versus"] = {f"{RULES[1]} - {other}": compared(fits, records, theirs=other, support_of=support_of)
+                     for other in (RULES[0], COMMITTED) if other in fits}
     return out
 
 
