@@ -47,6 +47,24 @@ def coverage(groups: Sequence[Sequence[tuple]]) -> dict[str, Any]:
     return out
 
 
+def carry(previous: Path, sets: dict[str, Any]) -> dict[str, Any]:
+    """The previous report's rows for the sets not measured now, each stamped with the report that measured
+    them (its commit, date, fitting questions and label rule): re-reading some sets never drops the others."""
+    if not previous.is_file():
+        return {}
+    old = json.loads(previous.read_text(encoding="utf-8"))
+    env = old.get("env") or {}
+    stamp = {"commit": env.get("commit"), "date": env.get("date"), "pool": old.get("pool"),
+             "labels": ((old.get("fit") or {}).get("meta") or {}).get("labels", 1)}
+    return {name: {**s, "carried": s.get("carried") or stamp} for name, s in (old.get("sets") or {}).items()
+            if name not in sets}
+
+
+def shown(name: str, s: dict[str, Any]) -> str:
+    """A set's name as the tables print it: marked when its row was carried over from an earlier report."""
+    return f"{name} †" if s.get("carried") else name
+
+
 def fit_sets(rep: dict[str, Any]) -> str:
     return ", ".join(f"{name} {n}" for name, n in (rep.get("fit_sets") or {"pool": rep["pool"]}).items())
 
@@ -69,7 +87,7 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
         lines += [f"## {rep['model']}", "",
                   f"Fitted on {rep['pool']} questions ({fit_sets(rep)}); sufficiency floor {fit['threshold']:.3f} (at most "
                   f"{FLAGGED:.0%} of answerable fitting questions below it, out of fold); hidden layers read: "
-                  f"{fit['layers'] or 'none'}.", "",
+                  f"{fit['layers'] or 'none'}.", "", *carried_lines(rep),
                   "| head | examples | positives | CV AUROC | CV ECE | hidden state |", "|---|---|---|---|---|---|"]
         for name, h in fit["heads"].items():
             lines.append(f"| {name} | {h['n']} | {h['positives']} | {fmt(h.get('cv_auroc'))} | "
@@ -81,7 +99,7 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
         for name, s in rep["sets"].items():
             for head, m in s["heads"].items():
                 b1, b2 = BASELINES[head]
-                lines.append(f"| {name} | {head} | {m['questions']} | {m['n']} | {fmt(m['auroc'])} | {fmt(m['ece'])} | "
+                lines.append(f"| {shown(name, s)} | {head} | {m['questions']} | {m['n']} | {fmt(m['auroc'])} | {fmt(m['ece'])} | "
                              f"{fmt(m.get('ece_if_calibrated'))} | {b1} | {fmt(m['baseline_auroc'])} | {interval(m['baseline_interval'])} | {b2} | "
                              f"{fmt(m['baseline2_auroc'])} | {interval(m['baseline2_interval'])} |")
         lines += ["", "Sufficiency at the fitted floor: the answer's first line says the documents do not seem "
@@ -93,7 +111,7 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
             if x is None:
                 continue
             d = x["truthful_diff"]
-            lines.append(f"| {name} | {x['n']} | {x['gold_removed']} | {fmt(x['flagged_gold_removed'])} | "
+            lines.append(f"| {shown(name, s)} | {x['n']} | {x['gold_removed']} | {fmt(x['flagged_gold_removed'])} | "
                          f"{fmt(x['flagged_answerable'])} | {x['truthful']:+.3f} | {x['truthful_always']:+.3f} | "
                          f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] |")
         lines += ["", "Answers (the default `self_rag`'s, the joint over the evidence-ranked passages) against "
@@ -106,7 +124,7 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
             if v is None:
                 continue
             d = v["diff"]
-            lines.append(f"| {name} | {v['n']} | {v['f1']:.3f} | {v['vanilla_f1']:.3f} | {d['diff']:+.3f} "
+            lines.append(f"| {shown(name, s)} | {v['n']} | {v['f1']:.3f} | {v['vanilla_f1']:.3f} | {d['diff']:+.3f} "
                          f"[{d['lo']:+.3f}, {d['hi']:+.3f}] | {fmt(t.get('default'), 1)} | {fmt(t.get('reading'), 1)} |")
         lines += ["", "The readings that cost a call: AUROC of sufficiency (gold read / gold removed) and confidence "
                   "when the fit lacks them.", "", "| fit without | set | sufficiency | answerable | confidence |",
@@ -136,22 +154,33 @@ def render(reports: list[dict[str, Any]], env: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def carried_lines(rep: dict[str, Any]) -> list[str]:
+    marks = [f"{name} (commit {c['commit']}, {c['date']}, fitted on {c['pool']} questions, label rule {c['labels']})"
+             for name, s in rep["sets"].items() if (c := s.get("carried"))]
+    if not marks:
+        return []
+    return ["Sets marked † have no readings under the current label rule on the machine that wrote this report: "
+            "their rows are carried over from the report that measured them, with that report's own fit, and "
+            "describe that fit, not this one: " + "; ".join(marks) + ". The learning curve, the ablation and the "
+            "candidates' selection cover the other sets.", ""]
+
+
 def plot(reports: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [(rep["model"], name, s["coverage"]) for rep in reports for name, s in rep["sets"].items()
+    panels = [(rep["model"], name, s["coverage"], bool(s.get("carried"))) for rep in reports for name, s in rep["sets"].items()
               if name in ("hotpotqa_next", "hotpotqa_mix_next") and s["coverage"]]
     if not panels:
         return
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
-    for ax, (model, name, cov) in zip(axes[0], panels, strict=True):
+    for ax, (model, name, cov, carried) in zip(axes[0], panels, strict=True):
         for label, c in cov.items():
             xs, ys = zip(*c["curve"], strict=True)
             ax.plot(xs, ys, label=f"{label} (area {c['area']:.3f})")
-        ax.set_title(f"{model}\n{name}", fontsize=9)
+        ax.set_title(f"{model}\n{name}" + (" (an earlier fit)" if carried else ""), fontsize=9)
         ax.set_xlabel("coverage (most confident answers kept)")
         ax.set_ylabel("share right among those kept")
         ax.legend(loc="lower left", fontsize=8)

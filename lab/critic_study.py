@@ -21,10 +21,10 @@ From the readings of ``lab.critic_reads`` (``results/runs/critic/<model>/``), no
 5. the answers' F1 against ``vanilla_rag_evidence``'s on the same questions
    (the quality benchmark's runs), and the risk-coverage curves (a plot).
 
-Writes ``results/critic_<model>.md`` / ``.json`` / ``.png``. ``--package``
-also writes the fits selfrag ships (``src/selfrag/reflection/fits/``): the
-embedded model's (by its file's SHA-256) and ``default.json`` (the scalar
-heads over every model's fitting readings: it serves any model without a fit).
+Writes ``results/critic_<model>.md`` / ``.json`` / ``.png`` (a set with no readings here keeps the previous
+report's row, marked). ``--package`` also writes the fits selfrag ships (``src/selfrag/reflection/fits/``):
+the embedded model's (by its file's SHA-256) and ``default.json`` (the scalar heads over every model's
+fitting readings: it serves any model without a fit).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import numpy as np
 
 from lab.critic_reads import models_read
 from lab.critic_reads import readings as read
-from lab.critic_report import RESAMPLES, coverage, plot, render, write
+from lab.critic_report import RESAMPLES, carry, coverage, plot, render, write
 from lab.machine import machine
 from lab.quality_stats import paired_bootstrap, read_predictions
 from selfrag.eval import critic_fit
@@ -248,7 +248,7 @@ def model_report(model: str, fit_sets: Sequence[str] = FIT_SETS) -> dict[str, An
         name: len(read(model, name)) for name in fit_sets}, "fit": {
         "threshold": fit.threshold, "layers": list(fit.layers), "meta": fit.meta,
         "heads": {k: h.report | {"hidden": None if h.hidden is None else f"{h.hidden.where}@{h.hidden.layer}"}
-                  for k, h in fit.heads.items()}}, "sets": {}, "curve": {}}
+                  for k, h in fit.heads.items()}}, "sets": {}}
     for name, recs in sets.items():
         groups = items(fit, recs)
         report["sets"][name] = {
@@ -260,9 +260,9 @@ def model_report(model: str, fit_sets: Sequence[str] = FIT_SETS) -> dict[str, An
             "seconds": seconds(recs),
             "coverage": coverage(groups.get("confidence") or []),
         }
-    report["curve"] = learning_curve(pool, sets, model)
-    report["ablation"] = ablation(pool, sets, model)
-    report["selection"] = selection(fit, pool, sets)
+    report["sets"].update(carry(OUT / f"critic_{model}.json", report["sets"]))  # sets not read here: as measured
+    report |= {"curve": learning_curve(pool, sets, model), "ablation": ablation(pool, sets, model),
+               "selection": selection(fit, pool, sets)}
     return report
 
 

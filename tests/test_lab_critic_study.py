@@ -155,3 +155,43 @@ def test_packaging_keeps_the_defaults_when_a_model_they_were_fitted_on_has_no_re
     study.package(["other"], folder=tmp_path)
     assert "kept default.json: no fitting readings of embedded, big" in capsys.readouterr().out
     assert CriticFit.read(tmp_path / "default.json").meta == {"models": ["embedded", "big"]}
+
+
+def test_a_study_keeps_the_rows_of_sets_it_could_not_read_marked_with_the_report_that_measured_them(
+        tmp_path, monkeypatch):
+    import json
+
+    import lab.critic_study as study
+    from lab.critic_report import render
+    from selfrag.reflection.critic_fit import CriticFit
+
+    head = {"questions": 100, "n": 100, "auroc": 0.9, "ece": 0.05, "baseline_auroc": 0.8, "baseline_interval": None,
+            "baseline2_auroc": 0.6, "baseline2_interval": None}
+    row = {"questions": 100, "heads": {"sufficiency": head}, "said": None, "said_answerable": None,
+           "vanilla": None, "seconds": None, "coverage": {}}
+    older = {"commit": "0ld", "date": "2026-12-01", "pool": 500, "labels": 1}
+    previous = {"env": {"commit": "abc1234", "date": "2026-12-06 10:00 UTC"}, "pool": 1140,
+                "fit": {"meta": {}}, "sets": {"mix_next": row, "gone_twice": {**row, "carried": older},
+                                              "hotpotqa_next": row}}
+    (tmp_path / "critic_m.json").write_text(json.dumps(previous), encoding="utf-8")
+    monkeypatch.setattr(study, "OUT", tmp_path)
+    monkeypatch.setattr(study, "FITS", tmp_path / "fits")
+    pool = [_record(str(i), float(i % 2), bool(i % 2)) for i in range(40)]
+    monkeypatch.setattr(study, "fitting", lambda model, sets=(): pool)
+    monkeypatch.setattr(study, "fit_on", lambda records, model: CriticFit({}, 0.3, meta={"labels": 2}))
+    fresh = {"hotpotqa_next": [{**_record("x", 1.0, True), "seconds": 3.0}]}
+    monkeypatch.setattr(study, "evaluation_sets", lambda model, fitted: fresh)
+    monkeypatch.setattr(study, "items", lambda fit, recs: {})
+    for name in ("learning_curve", "ablation"):
+        monkeypatch.setattr(study, name, lambda *a: {})
+    monkeypatch.setattr(study, "selection", lambda *a: {})
+    report = study.model_report("m")
+    sets = report["sets"]
+    assert "carried" not in sets["hotpotqa_next"] and sets["hotpotqa_next"]["heads"] == {}  # measured now
+    assert sets["mix_next"]["carried"] == {"commit": "abc1234", "date": "2026-12-06 10:00 UTC", "pool": 1140,
+                                           "labels": 1}
+    assert sets["gone_twice"]["carried"] == older  # a row carried twice keeps the report that measured it
+    text = render([report], {"date": "today"})
+    assert "| mix_next † | sufficiency | 100 | 100 | 0.900 | 0.050 |" in text
+    assert "mix_next (commit abc1234, 2026-12-06 10:00 UTC, fitted on 1140 questions, label rule 1)" in text
+    assert "| hotpotqa_next † |" not in text
