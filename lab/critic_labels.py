@@ -37,8 +37,10 @@ from typing import Any
 import numpy as np
 
 from lab.critic_reads import models_read
+from lab.critic_report import fit_sets as fitted_on
 from lab.critic_report import fmt, interval, write
 from lab.critic_study import (
+    FIT_SETS,
     FITS,
     _flat,
     _states,
@@ -162,8 +164,8 @@ def _mean(xs: Sequence[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def model_report(model: str) -> dict[str, Any]:
-    fitted = fitting(model)
+def model_report(model: str, fit_sets: Sequence[str] = FIT_SETS) -> dict[str, Any]:
+    fitted = fitting(model, fit_sets)
     fits = {rule: fit_on(labelled(fitted, rule), model) for rule in RULES}
     if (FITS / f"{model}.json").is_file():
         fits[COMMITTED] = CriticFit.read(FITS / f"{model}.json")
@@ -171,7 +173,8 @@ def model_report(model: str) -> dict[str, Any]:
     if all(name in sets for name in POOLED):  # calibration read on more answers than one set holds
         sets[" + ".join(POOLED)] = [r for name in POOLED for r in sets[name]]
     report_curve = curve(fitted, sets, model)
-    return {"model": model, "fitting": len(fitted),
+    return {"model": model, "fitting": len(fitted), "fit_sets": {name: sum(r["kind"] == name for r in fitted)
+                                                                  for name in fit_sets},
             "fitting_right": {rule: _share([bool(r["right"]) for r in labelled(fitted, rule)
                                             if r.get("right") is not None]) for rule in RULES},
             "sets": {name: measure_set(fits, records) for name, records in sets.items()}, "curve": report_curve}
@@ -180,7 +183,7 @@ def model_report(model: str) -> dict[str, Any]:
 def render(report: dict[str, Any], env: dict[str, Any]) -> str:
     lines = [f"# What \"right\" means to the confidence head: {report['model']}", "",
              (__doc__ or "").split("\n\n")[1].replace("\n", " "), "", *machine_lines(env), "",
-             f"Fitting questions: {report['fitting']}; right by F1 alone "
+             f"Fitting questions: {report['fitting']} ({fitted_on(report)}); right by F1 alone "
              f"{fmt(report['fitting_right'][RULES[0]])}, by rule 2 {fmt(report['fitting_right'][RULES[1]])}.", "",
              "| set | answers | right: F1 alone | right: rule 2 | fit | AUROC vs F1 alone | AUROC vs rule 2 | "
              "ECE vs F1 alone | ECE vs rule 2 | ECE by chance | calibration p | mean confidence on rule-2-right | below the low line "
@@ -222,13 +225,16 @@ def _signed(x: float | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--model", action="append", default=None, help="a model tag under results/runs/critic/")
+    parser.add_argument("--fit-set", action="append", default=None, choices=FIT_SETS,
+                        help="fit on this fitting set only (repeatable; default: every one)")
     args = parser.parse_args(argv)
+    fit_sets = tuple(args.fit_set or FIT_SETS)
     env = machine()
     for model in models_read(args.model):
-        if any(r.get("labels") != LABELS for r in fitting(model)):
+        if any(r.get("labels") != LABELS for r in fitting(model, fit_sets)):
             print(f"[critic] {model}: readings written before label rule {LABELS}; read them again first")
             continue
-        report = model_report(model)
+        report = model_report(model, fit_sets)
         write(f"critic_labels_{model}", report, render(report, env), env)
     return 0
 

@@ -116,9 +116,10 @@ def test_the_labels_report_sets_f1_alone_against_rule_2_on_the_same_answers():
         versus = out["versus"][pair]
         assert versus["auroc_diff"] == 1.0 and versus["low_on_right_diff"]["diff"] == -1.0
         assert versus["support_diff"] == 1.0
-    report = {"model": "m", "fitting": 3, "fitting_right": out["right"], "sets": {"s": out},
+    report = {"model": "m", "fitting": 3, "fit_sets": {"pool": 3}, "fitting_right": out["right"], "sets": {"s": out},
               "curve": {"3": {f"s | {RULES[0]}": [0.0, 0.0], f"s | {RULES[1]}": [1.0, 0.0]}}}
     text = render(report, {"date": "today"})
+    assert "Fitting questions: 3 (pool 3)" in text
     assert "| s | 3 | 0.333 | 0.667 | learned rule 2 | 1.000 | 1.000 |" in text
     assert f"| s | 3 | 0.333 | 0.667 | {COMMITTED} | " in text
     assert "| 3 | s | 0.000 ± 0.000 | 1.000 ± 0.000 |" in text and f"| s | {COMMITTED} | +1.000 " in text
