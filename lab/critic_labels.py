@@ -164,8 +164,8 @@ def _mean(xs: Sequence[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def model_report(model: str, fit_sets: Sequence[str] = FIT_SETS) -> dict[str, Any]:
-    fitted = fitting(model, fit_sets)
+def model_report(model: str, fitted: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report from ``fitted``, the fitting sets' readings as ``fitting`` returns them (each its ``kind``)."""
     fits = {rule: fit_on(labelled(fitted, rule), model) for rule in RULES}
     if (FITS / f"{model}.json").is_file():
         fits[COMMITTED] = CriticFit.read(FITS / f"{model}.json")
@@ -173,8 +173,8 @@ def model_report(model: str, fit_sets: Sequence[str] = FIT_SETS) -> dict[str, An
     if all(name in sets for name in POOLED):  # calibration read on more answers than one set holds
         sets[" + ".join(POOLED)] = [r for name in POOLED for r in sets[name]]
     report_curve = curve(fitted, sets, model)
-    return {"model": model, "fitting": len(fitted), "fit_sets": {name: sum(r["kind"] == name for r in fitted)
-                                                                  for name in fit_sets},
+    kinds = [r["kind"] for r in fitted]
+    return {"model": model, "fitting": len(fitted), "fit_sets": {name: kinds.count(name) for name in dict.fromkeys(kinds)},
             "fitting_right": {rule: _share([bool(r["right"]) for r in labelled(fitted, rule)
                                             if r.get("right") is not None]) for rule in RULES},
             "sets": {name: measure_set(fits, records) for name, records in sets.items()}, "curve": report_curve}
@@ -231,10 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     fit_sets = tuple(args.fit_set or FIT_SETS)
     env = machine()
     for model in models_read(args.model):
-        if any(r.get("labels") != LABELS for r in fitting(model, fit_sets)):
+        fitted = fitting(model, fit_sets)  # read once: with hidden states, tens of MB per model
+        if any(r.get("labels") != LABELS for r in fitted):
             print(f"[critic] {model}: readings written before label rule {LABELS}; read them again first")
             continue
-        report = model_report(model, fit_sets)
+        report = model_report(model, fitted)
         write(f"critic_labels_{model}", report, render(report, env), env)
     return 0
 
