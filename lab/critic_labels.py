@@ -232,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     env = machine()
     for model in models_read(args.model):
         fitted = fitting(model, fit_sets)  # read once: with hidden states, tens of MB per model
+        if {r["kind"] for r in fitted} != set(fit_sets):
+            print(f"[critic] {model}: not every fitting set of {', '.join(fit_sets)} is read; nothing to fit")
+            continue
         if any(r.get("labels") != LABELS for r in fitted):
             print(f"[critic] {model}: readings written before label rule {LABELS}; read them again first")
             continue

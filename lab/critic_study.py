@@ -238,7 +238,7 @@ def seconds(records: Sequence[dict[str, Any]]) -> dict[str, float] | None:
 
 def model_report(model: str, fit_sets: Sequence[str] = FIT_SETS) -> dict[str, Any] | None:
     pool = fitting(model, fit_sets)
-    if len(pool) < 20:
+    if len(pool) < 20 or {r["kind"] for r in pool} != set(fit_sets):
         return None
     fit = fit_on(pool, model)
     FITS.mkdir(parents=True, exist_ok=True)
@@ -247,7 +247,7 @@ def model_report(model: str, fit_sets: Sequence[str] = FIT_SETS) -> dict[str, An
     report: dict[str, Any] = {"model": model, "pool": len(pool), "fit_sets": {
         name: len(read(model, name)) for name in fit_sets}, "fit": {
         "threshold": fit.threshold, "layers": list(fit.layers), "meta": fit.meta,
-        "heads": {k: h.report | {"hidden": None if h.hidden is None else f"{h.hidden.where}@{h.hidden.layer}"}
+        "heads": {k: h.report | {"hidden": None if h.hidden is None else h.hidden.label}
                   for k, h in fit.heads.items()}}, "sets": {}}
     for name, recs in sets.items():
         groups = items(fit, recs)
@@ -340,8 +340,8 @@ def learning_curve(pool: Sequence[dict[str, Any]], sets: dict[str, list], model:
 
 
 def package(models: Sequence[str], fit_sets: Sequence[str] = FIT_SETS, folder: Path = PACKAGE) -> None:
-    """The packaged fits: the embedded model's own, and the defaults over every model's pool readings
-    (kept as they are when a model they were fitted on has no readings here)."""
+    """The packaged fits: the embedded model's own, and the defaults over every model's fitting readings
+    (kept as they are unless ``models`` holds every model they were fitted on, with all fitting sets read)."""
     from selfrag.llm.model_files import default_model_path, file_sha256
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -357,8 +357,8 @@ def package(models: Sequence[str], fit_sets: Sequence[str] = FIT_SETS, folder: P
             fit.write(folder / f"{fit.sha256}.json")
             print(f"[critic] packaged the embedded model's fit ({len(pool)} questions)")
     had = CriticFit.read(folder / "default.json").meta.get("models", []) if (folder / "default.json").is_file() else []
-    if missing := [m for m in had if not fitting(m, fit_sets)]:
-        print(f"[critic] kept default.json: no fitting readings of {', '.join(missing)} here")
+    if missing := [m for m in had if m not in models or not all(read(m, name) for name in fit_sets)]:
+        print(f"[critic] kept default.json: not every fitting set of {', '.join(missing)} is read or asked for")
     elif pooled:
         fit = fit_critic(pooled, model="", sha256="", layers=(), balance=BALANCE,
                          meta={"data": " + ".join(fit_sets), "remove_gold": 0.5, "models": list(models),
@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     for model in models:
         report = model_report(model)
         if report is None:
-            print(f"[critic] {model}: fewer than 20 pool questions read; nothing to fit")
+            print(f"[critic] {model}: not every fitting set read (or under 20 questions); nothing to fit")
             continue
         plot([report], OUT / f"critic_{model}.png")
         write(f"critic_{model}", report, render([report], env), env)

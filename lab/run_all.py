@@ -38,6 +38,7 @@ ENTRY_POINTS: list[tuple[str, list[str] | None]] = [
     ("critic_kinds", []),  # reads the critic readings, calls no model
     ("critic_packaged", []),  # the packaged fits on the critic readings, calls no model
     ("critic_labels", []),  # the confidence's label rules on the critic readings, calls no model
+    ("confidence_probes", []),  # whole-state probes on the critic readings' hidden states, calls no model
     ("grid_scale", None),  # about 5 minutes: eight cells on 1, 2 and 4 Ray workers
     ("milvus_scale", None),  # about an hour: Milvus Lite and in-process dense up to 1M passages
 ]

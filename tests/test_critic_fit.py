@@ -45,6 +45,7 @@ def _records(n: int, seed: int = 0) -> list[dict]:
 def test_fitted_heads_match_the_rates_they_were_fitted_on():
     fit = fit_critic(_records(1200), model="m.gguf", sha256="ab" * 32, layers=())
     conf = fit.head("confidence")
+    assert conf.report["n"] == 800  # the answers to the questions whose gold was kept (every third was not)
     assert conf.probability({"seq": -0.2, "named_read": 1.0}) == pytest.approx(0.8, abs=0.05)
     assert conf.probability({"seq": -2.0, "named_read": 1.0}) == pytest.approx(0.2, abs=0.05)
     rel = fit.head("relevance")
@@ -341,3 +342,24 @@ def test_readings_of_an_earlier_label_rule_are_dropped_with_one_warning(tmp_path
         assert done_ids(path) == {"new"}
     assert "1 readings were labelled by an earlier rule; reading them again" in caplog.text
     assert [json.loads(line)["id"] for line in path.read_text(encoding="utf-8").splitlines()] == ["new"]
+
+
+def test_the_confidence_reads_a_probe_of_the_answer_state_when_right_answers_lie_along_a_quiet_direction():
+    """Right and wrong answers differ along one quiet dimension of the answer's state, under loud ones:
+    a state's principal directions miss it, the probe finds it and the confidence reads that."""
+    from selfrag.reflection.heads import pack_f16
+
+    rng = np.random.default_rng(6)
+    records = _records(600)
+    for r in records:
+        state = rng.normal(scale=0.3, size=48)
+        state[:16] += rng.normal(scale=10.0, size=16)
+        state[30] += 0.4 if r["right"] else -0.4
+        r["readings"] = {"seq": -1.0, "named_read": r["readings"]["named_read"]}  # the readings cannot tell
+        r["states"] = {"answer": {"21": pack_f16(state)}}
+    fit = fit_critic(records, model="m.gguf", sha256="ab" * 32, layers=(21,))
+    conf, tried = fit.head("confidence"), fit.meta["confidence_tried"]
+    assert conf.reads_hidden and conf.hidden.fitted == "probe" and (conf.hidden.where, conf.hidden.layer) == ("answer", 21)
+    assert tried["readings"] < 0.6 and tried["answer@21"] < 0.6 < 0.85 < tried["probe answer@21"]
+    assert fit.layers == (21,) and "a probe of the answer state of layer 21" in summary_lines(fit)[3]
+    assert fit.head("sufficiency").hidden is None or fit.head("sufficiency").hidden.fitted == "pca"

@@ -67,3 +67,45 @@ def test_a_head_survives_its_json_form():
 def test_fitting_refuses_one_label_only():
     with pytest.raises(ValueError, match="needs both labels"):
         fit_head("relevance", [{"x": 1.0}] * 10, [True] * 10, ["x"])
+
+
+def _quiet_direction(seed: int, n: int = 600, d: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """States whose label lives in one quiet dimension (small spread) under twenty loud ones: the first
+    principal directions are the loud ones and miss it."""
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.5
+    states = rng.normal(scale=0.3, size=(n, d))
+    states[:, :20] += rng.normal(scale=10.0, size=(n, 20))
+    states[:, 40] += np.where(y, 0.4, -0.4)
+    return states, y
+
+
+def test_a_probe_finds_the_direction_principal_directions_miss():
+    states, y = _quiet_direction(4)
+    rows = [{"noise": 0.0}] * len(y)
+    directions = fit_head("confidence", rows, y.tolist(), ["noise"], states=list(states), where="answer",
+                          layer=21, k=8)
+    probe = fit_head("confidence", rows, y.tolist(), ["noise"], states=list(states), where="answer", layer=21,
+                     probe=True)
+    assert directions.report["cv_auroc"] < 0.6 < 0.85 < probe.report["cv_auroc"]
+    assert probe.hidden.fitted == "probe" and probe.hidden.directions.shape == (1, 64)
+    # On new states it reads the label, and keeps doing so from its stored (float16) form.
+    fresh, truth = _quiet_direction(5, n=200)
+    back = Head.from_dict(json.loads(json.dumps(probe.as_dict())))
+    said = [back.probability({}, {"answer": {21: s.tolist()}}) for s in fresh]
+    assert back.hidden.fitted == "probe" and auroc(said, truth.tolist()) > 0.85
+    # Calibrated: among the new states it calls likely, about as many are right as it says.
+    sure = [(p, t) for p, t in zip(said, truth, strict=True) if p > 0.5]
+    assert np.mean([t for _, t in sure]) == pytest.approx(np.mean([p for p, _ in sure]), abs=0.1)
+
+
+def test_a_head_that_learned_nothing_says_the_base_rate_instead_of_turning_its_scores_around():
+    """Labels that nothing read tells: out of fold, a fit's scores anti-correlate with the labels left out
+    (each fold is scored by the rate of the others); calibration must not read that as a signal."""
+    rng = np.random.default_rng(7)
+    y = (rng.random(60) < 0.4).tolist()
+    rows = [{"x": float(v)} for v in rng.normal(size=60)]
+    head = fit_head("confidence", rows, y, ["x"])
+    assert head.calibration[0] >= 0
+    values = [head.probability({"x": float(v)}) for v in np.linspace(-3, 3, 7)]
+    assert max(values) - min(values) < 0.2 and all(abs(v - np.mean(y)) < 0.2 for v in values)

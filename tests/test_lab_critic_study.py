@@ -145,17 +145,22 @@ def test_a_slim_copy_of_the_readings_serves_when_the_full_file_is_gone(tmp_path,
     assert reads.readings("m", "other") == []
 
 
-def test_packaging_keeps_the_defaults_when_a_model_they_were_fitted_on_has_no_readings(tmp_path, monkeypatch, capsys):
+def test_packaging_keeps_the_defaults_unless_every_model_they_were_fitted_on_is_read_in_full(
+        tmp_path, monkeypatch, capsys):
     import lab.critic_study as study
     from selfrag.reflection.critic_fit import CriticFit
 
-    default = CriticFit({}, 0.3, meta={"models": ["embedded", "big"]})
+    default = CriticFit({}, 0.3, meta={"models": ["small", "big"]})
     default.write(tmp_path / "default.json")
     records = [_record(str(i), float(i % 2), bool(i % 2)) for i in range(40)]
-    monkeypatch.setattr(study, "read", lambda model, name: records if (model, name) == ("other", "pool") else [])
-    study.package(["other"], folder=tmp_path)
-    assert "kept default.json: no fitting readings of embedded, big" in capsys.readouterr().out
-    assert CriticFit.read(tmp_path / "default.json").meta == {"models": ["embedded", "big"]}
+    read = {("other", "pool"), ("other", "pubmedqa_pool"), ("big", "pool"), ("big", "pubmedqa_pool"),
+            ("small", "pubmedqa_pool")}
+    monkeypatch.setattr(study, "read", lambda model, name: records if (model, name) in read else [])
+    study.package(["other"], folder=tmp_path)  # neither model the defaults were fitted on is asked for
+    assert "kept default.json: not every fitting set of small, big is read" in capsys.readouterr().out
+    study.package(["big", "small"], folder=tmp_path)  # the small model's pool is not read
+    assert "kept default.json: not every fitting set of small is read" in capsys.readouterr().out
+    assert CriticFit.read(tmp_path / "default.json").meta == {"models": ["small", "big"]}
 
 
 def test_a_study_keeps_the_rows_of_sets_it_could_not_read_marked_with_the_report_that_measured_them(
@@ -177,9 +182,10 @@ def test_a_study_keeps_the_rows_of_sets_it_could_not_read_marked_with_the_report
     (tmp_path / "critic_m.json").write_text(json.dumps(previous), encoding="utf-8")
     monkeypatch.setattr(study, "OUT", tmp_path)
     monkeypatch.setattr(study, "FITS", tmp_path / "fits")
-    pool = [_record(str(i), float(i % 2), bool(i % 2)) for i in range(40)]
+    pool = [{**_record(str(i), float(i % 2), bool(i % 2)), "kind": study.FIT_SETS[i % 2]} for i in range(40)]
     monkeypatch.setattr(study, "fitting", lambda model, sets=(): pool)
     monkeypatch.setattr(study, "fit_on", lambda records, model: CriticFit({}, 0.3, meta={"labels": 2}))
+    assert study.model_report("m", fit_sets=("pool", "another")) is None  # not every fitting set read
     fresh = {"hotpotqa_next": [{**_record("x", 1.0, True), "seconds": 3.0}]}
     monkeypatch.setattr(study, "evaluation_sets", lambda model, fitted: fresh)
     monkeypatch.setattr(study, "items", lambda fit, recs: {})
@@ -196,3 +202,42 @@ def test_a_study_keeps_the_rows_of_sets_it_could_not_read_marked_with_the_report
     assert "| mix_next † | sufficiency | 100 | 100 | 0.900 | 0.050 |" in text
     assert "mix_next (commit abc1234, 2026-12-06 10:00 UTC, fitted on 1140 questions, label rule 1)" in text
     assert "| hotpotqa_next † |" not in text
+
+
+def test_the_confidence_probes_study_finds_a_quiet_direction_held_out(tmp_path, monkeypatch):
+    """Right answers differ from wrong ones along one quiet dimension of the answer state: on held-out
+    answers the probe ranks them, the readings-only head and the principal directions do not, and the
+    fitting questions' cross-validation picks the probe."""
+    import lab.confidence_probes as probes
+    import lab.critic_study as study
+    from selfrag.reflection.heads import pack_f16
+
+    rng = np.random.default_rng(2)
+
+    def records(prefix: str, n: int) -> list[dict]:
+        out = []
+        for i in range(n):
+            right = bool(rng.random() < 0.5)
+            states = {}
+            for where in ("prompt", "answer"):
+                s = rng.normal(scale=0.3, size=24)
+                s[:8] += rng.normal(scale=10.0, size=8)
+                if where == "answer":
+                    s[20] += 0.5 if right else -0.5
+                states[where] = {"14": pack_f16(s)}
+            out.append({**_record(f"{prefix}{i}", -1.0, True), "right": right, "states": states})
+        return out
+
+    sets = {"pool": records("p", 300), "pubmedqa_pool": [], "hotpotqa_next": records("h", 120)}
+    monkeypatch.setattr(study, "read", lambda model, name: sets.get(name, []))
+    full = tmp_path / "pool.jsonl"
+    full.write_text("{}\n", encoding="utf-8")
+    monkeypatch.setattr(probes, "readings_path", lambda model, name: full)
+    monkeypatch.setattr(probes, "FITS", tmp_path)  # no lab fit: no reference
+    rep = probes.model_report("m", None)
+    assert rep["chosen"] == "probe answer@14" and rep["choices"]["probe answer@14"] > 0.85
+    held = rep["sets"]["hotpotqa_next"]
+    assert held["n"] == 120 and held["readings"]["auroc"] == 0.5 and held["answer@14"]["auroc"] < 0.65
+    assert held["probe answer@14"]["auroc"] > 0.85 and held["probe answer@14"]["vs"][0] > 0.2
+    assert set(rep["curve"]) == {"100", "250", "300"} and rep["curve"]["300"]["hotpotqa_next"] > 0.85
+    assert "| probe answer@14 | " in probes.render([rep], {"date": "now"})

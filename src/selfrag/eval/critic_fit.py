@@ -7,6 +7,9 @@ answer's readings, each joined by one hidden state's principal directions
 when cross-validation says it helps (every recorded layer and position is
 tried, given :data:`MIN_PER_CLASS` examples of each label; one is kept only
 when it adds at least :data:`HIDDEN_GAIN` to the cross-validated AUROC).
+The confidence is fitted on the questions whose gold was kept (whether the
+documents hold the answer is the sufficiency's to say) and also tries a probe
+of each whole state (one direction fitted to its labels), by the same rule.
 Whether a candidate is the joint one joins the support head by the same
 rule, as do the two readings that cost a call each (P(True) and the lift,
 :data:`~selfrag.methods.critique.signals.CALLED`); the critic asks for them
@@ -39,7 +42,8 @@ FLAGGED = 0.08  # the share of answerable fitting questions the sufficiency floo
 POSITIONS = ("prompt", "answer")
 
 
-def _state(record: dict[str, Any], where: str, layer: int) -> list[float] | None:
+def recorded_state(record: dict[str, Any], where: str, layer: int) -> list[float] | None:
+    """A reading's hidden state at ``where`` (``prompt`` or ``answer``) of ``layer``; None when not recorded."""
     packed = (record.get("states") or {}).get(where, {}).get(str(layer))
     return None if packed is None else unpack_f16(packed, (-1,)).tolist()
 
@@ -113,18 +117,17 @@ def fit_support_head(rows: Sequence[dict], labels: Sequence[bool], seed: int = 0
 def fit_answer_head(name: str, records: Sequence[dict[str, Any]], label: str, layers: Sequence[int],
                     seed: int = 0, balance: bool = False) -> tuple[Any, dict[str, Any]]:
     """The head over the answer readings, with the hidden state that adds most, if one adds enough;
-    and what each choice measured."""
+    and what each choice measured. Besides a state's principal directions the confidence tries a probe of
+    the whole state (:func:`fit_head`'s ``probe``): what tells a right answer from a wrong one need not lie
+    along the directions in which the states vary most."""
     rows = [r.get("readings") or {} for r in records]
     labels = [bool(r[label]) for r in records]
-    # The confidence is calibrated on the questions whose gold was kept: the gold-removed half (there
-    # for the sufficiency head) would pull every probability down; the sufficiency line covers those.
-    calibrate_on = [bool(r.get("answerable", True)) for r in records] if name == "confidence" else None
     weights = kind_weights([r.get("kind") for r in records], balance)
     # The readings that cost a call join only when they add what a hidden state must add.
     features = tuple(f for f in ANSWER if f not in CALLED)
-    best = fit_head(name, rows, labels, features, seed=seed, calibrate_on=calibrate_on, weights=weights)
+    best = fit_head(name, rows, labels, features, seed=seed, weights=weights)
     tried = {"readings": best.report["cv_auroc"]}
-    called = fit_head(name, rows, labels, ANSWER, seed=seed, calibrate_on=calibrate_on, weights=weights)
+    called = fit_head(name, rows, labels, ANSWER, seed=seed, weights=weights)
     tried["readings and calls"] = called.report["cv_auroc"]
     if (called.report["cv_auroc"] or 0) >= (best.report["cv_auroc"] or 0) + HIDDEN_GAIN:
         best, features = called, ANSWER
@@ -132,14 +135,15 @@ def fit_answer_head(name: str, records: Sequence[dict[str, Any]], label: str, la
         return best, tried  # too few of one label to fit directions of a hidden state
     for where in POSITIONS:
         for layer in layers:
-            states = [_state(r, where, layer) for r in records]
+            states = [recorded_state(r, where, layer) for r in records]
             if sum(s is not None for s in states) < len(states) // 2:
                 continue
-            head = fit_head(name, rows, labels, features, states=states, where=where, layer=layer, k=DIRECTIONS,
-                            seed=seed, calibrate_on=calibrate_on, weights=weights)
-            tried[f"{where}@{layer}"] = head.report["cv_auroc"]
-            if (head.report["cv_auroc"] or 0) >= (best.report["cv_auroc"] or 0) + HIDDEN_GAIN:
-                best = head
+            for probe in (False, True) if name == "confidence" else (False,):
+                head = fit_head(name, rows, labels, features, states=states, where=where, layer=layer,
+                                k=DIRECTIONS, probe=probe, seed=seed, weights=weights)
+                tried[("probe " if probe else "") + f"{where}@{layer}"] = head.report["cv_auroc"]
+                if (head.report["cv_auroc"] or 0) >= (best.report["cv_auroc"] or 0) + HIDDEN_GAIN:
+                    best = head
     return best, tried
 
 
@@ -151,11 +155,12 @@ def floor_for(head: Any, records: Sequence[dict[str, Any]], seed: int = 0,
     rows = [r.get("readings") or {} for r in records]
     labels = [bool(r["sufficient"]) for r in records]
     part = head.hidden
-    states = None if part is None else [_state(r, part.where, part.layer) for r in records]
+    states = None if part is None else [recorded_state(r, part.where, part.layer) for r in records]
     weights = kind_weights([r.get("kind") for r in records], balance) or [1.0] * len(records)
     oof = out_of_fold(head.name, rows, labels, head.features, states=states,
                       where=part.where if part else "", layer=part.layer if part else -1,
-                      k=len(part.directions) if part else 0, seed=seed, weights=weights)
+                      k=len(part.directions) if part else 0, seed=seed, weights=weights,
+                      probe=part is not None and part.fitted == "probe")
     answerable = [(p, w) for p, w, r in zip(oof, weights, records, strict=True) if r["answerable"]]
     other = [(p, w) for p, w, r in zip(oof, weights, records, strict=True) if not r["answerable"]]
     floor = _quantile(answerable, FLAGGED) if answerable else 0.5
@@ -191,6 +196,8 @@ def fit_critic(records: Sequence[dict[str, Any]], *, model: str, sha256: str, la
         heads["support"], report["support_tried"] = fit_support_head(rows, labels, seed, kind_weights(kinds, balance))
     for name, label in (("sufficiency", "sufficient"), ("confidence", "right")):
         chosen = answered(records, label)
+        if name == "confidence":  # right when the documents hold it: whether they do is the sufficiency's
+            chosen = [r for r in chosen if r.get("answerable", True)]
         if len({bool(r[label]) for r in chosen}) == 2 and len(chosen) >= 10:
             heads[name], report[f"{name}_tried"] = fit_answer_head(name, chosen, label, layers, seed, balance)
     floor = 0.5
@@ -211,8 +218,7 @@ def summary_lines(fit: CriticFit) -> list[str]:
     lines = []
     for name, head in fit.heads.items():
         r = head.report
-        reads = ", ".join(head.features) + (f" + {head.hidden.where} state of layer {head.hidden.layer}"
-                                            if head.reads_hidden else "")
+        reads = ", ".join(head.features) + (f" + {hidden_name(head.hidden)}" if head.reads_hidden else "")
         lines.append(f"{name}: {r['n']} examples ({r['positives']} positive), cross-validated AUROC "
                      f"{_fmt(r.get('cv_auroc'))}, ECE {_fmt(r.get('cv_ece'))}; reads {reads}")
     floor = fit.meta.get("floor") or {}
@@ -221,6 +227,12 @@ def summary_lines(fit: CriticFit) -> list[str]:
                      f"answerable and {_pct(floor.get('flagged_unanswerable'))} of gold-removed fitting "
                      "questions (out of fold)")
     return lines
+
+
+def hidden_name(part: Any) -> str:
+    """What a head reads of a hidden state, in words."""
+    what = "a probe of the" if part.fitted == "probe" else f"{len(part.directions)} directions of the"
+    return f"{what} {part.where} state of layer {part.layer}"
 
 
 def _fmt(value: float | None) -> str:

@@ -4,7 +4,8 @@ A :class:`Head` is a logistic regression over standardised scalar readings
 (a passage's evidence prior, an answer's sequence probability, P(True), ...)
 and, optionally, over a model's hidden state projected on a few fitted
 directions (:class:`HiddenPart`: the principal components of the fitting
-states), followed by Platt calibration fitted on out-of-fold scores:
+states, or one direction a probe fitted to the labels over the whole state),
+followed by Platt calibration fitted on out-of-fold scores:
 
     p = sigmoid(a · (b0 + Σ w_i (x_i − mean_i) / scale_i + Σ v_j c_j·(h − μ) / s_j) + c)
 
@@ -28,6 +29,9 @@ import numpy as np
 
 L2_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 FOLDS = 5
+# A probe's penalty over a whole standardised state (hundreds to thousands of dimensions, hundreds of
+# examples): fixed and strong, since choosing it by cross-validation on every fit costs minutes.
+PROBE_L2 = 300.0
 
 
 def sigmoid(z: np.ndarray | float) -> np.ndarray | float:
@@ -111,6 +115,12 @@ class HiddenPart:
     layer: int
     mean: np.ndarray  # (d,)
     directions: np.ndarray  # (k, d), each scaled so its projection has unit variance on the fitting states
+    fitted: str = "pca"  # "pca": the states' principal directions; "probe": one direction fitted to labels
+
+    @property
+    def label(self) -> str:
+        """Which state it reads and how, in short: ``prompt@14``, ``probe answer@21``."""
+        return ("probe " if self.fitted == "probe" else "") + f"{self.where}@{self.layer}"
 
     def project(self, state: Sequence[float] | None) -> np.ndarray:
         if state is None or len(state) != len(self.mean):
@@ -119,13 +129,13 @@ class HiddenPart:
 
     def as_dict(self) -> dict[str, Any]:
         return {"where": self.where, "layer": self.layer, "dims": list(self.directions.shape),
-                "mean": pack_f16(self.mean), "directions": pack_f16(self.directions)}
+                "mean": pack_f16(self.mean), "directions": pack_f16(self.directions), "fitted": self.fitted}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HiddenPart:
         k, d = (int(x) for x in data["dims"])
         return cls(str(data["where"]), int(data["layer"]), unpack_f16(data["mean"], (d,)),
-                   unpack_f16(data["directions"], (k, d)))
+                   unpack_f16(data["directions"], (k, d)), str(data.get("fitted", "pca")))
 
     @classmethod
     def fit(cls, where: str, layer: int, states: np.ndarray, k: int) -> HiddenPart:
@@ -136,6 +146,18 @@ class HiddenPart:
         k = min(k, len(sing))
         sd = sing[:k] / math.sqrt(max(len(states) - 1, 1))
         return cls(where, layer, mean, vt[:k] / np.where(sd > 1e-9, sd, 1.0)[:, None])
+
+    @classmethod
+    def probe(cls, where: str, layer: int, states: np.ndarray, labels: np.ndarray,
+              weights: np.ndarray | None = None, l2: float = PROBE_L2) -> HiddenPart:
+        """One direction fitted to ``labels``: a ridge logistic regression over the whole state, each
+        dimension standardised (a probe), scaled so its projection has unit variance on ``states``."""
+        mean = states.mean(axis=0)
+        sd = states.std(axis=0)
+        sd = np.where(sd > 1e-9, sd, 1.0)
+        direction = logistic((states - mean) / sd, labels, l2, weights)[1:] / sd
+        spread = float(np.std((states - mean) @ direction))
+        return cls(where, layer, mean, (direction / (spread if spread > 1e-12 else 1.0))[None, :], "probe")
 
 
 @dataclass(frozen=True)
@@ -229,11 +251,11 @@ def _log_loss(logits: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
 def fit_head(name: str, rows: Sequence[Mapping[str, float | None]], labels: Sequence[bool],
              features: Sequence[str], *, states: Sequence[Sequence[float] | None] | None = None,
              where: str = "", layer: int = -1, k: int = 0, seed: int = 0,
-             calibrate_on: Sequence[bool] | None = None, weights: Sequence[float] | None = None) -> Head:
+             weights: Sequence[float] | None = None, probe: bool = False) -> Head:
     """Fit a head on ``rows`` (readings by name) and ``labels``: the L2 penalty chosen from
-    :data:`L2_GRID` by cross-validated log loss, Platt calibration on the out-of-fold logits (of the
-    examples ``calibrate_on`` marks, when given: the population the probability should be right for);
-    with ``states`` and ``k`` > 0, the hidden state's first ``k`` principal directions join the readings;
+    :data:`L2_GRID` by cross-validated log loss, Platt calibration on the out-of-fold logits; with
+    ``states`` and ``k`` > 0, the hidden state's first ``k`` principal directions join the readings; with
+    ``states`` and ``probe``, one direction a probe fits to the labels instead (:func:`_probe`);
     ``weights``: how much each example counts in every fit and loss (default: once each)."""
     y = np.array([1.0 if v else 0.0 for v in labels])
     if len(y) < 4 or len(set(y)) < 2:
@@ -241,7 +263,11 @@ def fit_head(name: str, rows: Sequence[Mapping[str, float | None]], labels: Sequ
     w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=float)
     x, means, scales = _standardise(rows, features)
     part = None
-    if states is not None and k > 0:
+    if states is not None and probe:
+        part, column = _probe(where, layer, states, y, w, seed)
+        if part is not None:
+            x = np.column_stack([x, column])
+    elif states is not None and k > 0:
         known = np.array([s for s in states if s is not None], dtype=float)
         if len(known) >= 4:
             part = HiddenPart.fit(where, layer, known, k)
@@ -249,26 +275,49 @@ def fit_head(name: str, rows: Sequence[Mapping[str, float | None]], labels: Sequ
     scored = [(_log_loss(_cv_logits(x, y, l2, seed, w), y, w), l2) for l2 in L2_GRID]
     l2 = min(scored)[1]
     oof = _cv_logits(x, y, l2, seed, w)
-    mask = np.ones(len(y), dtype=bool) if calibrate_on is None else np.array([bool(v) for v in calibrate_on])
-    if len(set(y[mask])) < 2:
-        mask = np.ones(len(y), dtype=bool)
-    platt = logistic(oof[mask][:, None], y[mask], 1e-6, w[mask])
+    platt = logistic(oof[:, None], y, 1e-6, w)
+    if platt[1] < 0:
+        # Scores that rank backwards out of fold are noise (cross-validation anti-correlates a fit that
+        # learned nothing with the labels it left out): the base rate, not the scores turned around.
+        rate = float(np.clip(np.average(y, weights=w), 1e-6, 1 - 1e-6))
+        platt = np.array([math.log(rate / (1 - rate)), 0.0])
     beta = logistic(x, y, l2, w)
     n_scalar = len(features)
     report = {"n": int(len(y)), "positives": int(y.sum()), "l2": l2,
               "cv_auroc": auroc(oof.tolist(), y.astype(bool).tolist()),
-              "cv_ece": ece(sigmoid(platt[1] * oof[mask] + platt[0]).tolist(), y[mask].astype(bool).tolist())}
-    if calibrate_on is not None:
-        report["calibrated_on"] = int(mask.sum())
+              "cv_ece": ece(sigmoid(platt[1] * oof + platt[0]).tolist(), y.astype(bool).tolist())}
     return Head(name, tuple(features), tuple(means), tuple(scales), tuple(float(b) for b in beta[1:n_scalar + 1]),
                 float(beta[0]), (float(platt[1]), float(platt[0])), part,
                 tuple(float(b) for b in beta[n_scalar + 1:]) if part is not None else (), report)
 
 
+def _probe(where: str, layer: int, states: Sequence[Sequence[float] | None], y: np.ndarray, w: np.ndarray,
+           seed: int) -> tuple[HiddenPart | None, np.ndarray]:
+    """A probe fitted on the examples that have a state, and its cross-fitted projection of every
+    example: each fold's by a probe fitted without that fold, so the head learns its weight from
+    projections as honest as a new question's (the probe's own fitting examples would overstate it)."""
+    dims = next((len(s) for s in states if s is not None), 0)
+    full = np.array([s if s is not None else np.zeros(dims) for s in states], dtype=float)
+    usable = np.array([s is not None for s in states])
+
+    def fitted(keep: np.ndarray) -> HiddenPart | None:
+        if keep.sum() < 4 or len(set(y[keep])) < 2:
+            return None
+        return HiddenPart.probe(where, layer, full[keep], y[keep], w[keep])
+
+    column = np.zeros(len(y))
+    for test in folds(len(y), min(FOLDS, len(y)), seed + 2):
+        keep = usable.copy()
+        keep[test] = False
+        if (part := fitted(keep)) is not None:
+            column[test] = [part.project(states[i])[0] for i in test.tolist()]
+    return fitted(usable), column
+
+
 def out_of_fold(name: str, rows: Sequence[Mapping[str, float | None]], labels: Sequence[bool],
                 features: Sequence[str], *, states: Sequence[Sequence[float] | None] | None = None,
                 where: str = "", layer: int = -1, k: int = 0, seed: int = 0,
-                weights: Sequence[float] | None = None) -> list[float]:
+                weights: Sequence[float] | None = None, probe: bool = False) -> list[float]:
     """Each example's probability from a head fitted without its fold (what a threshold is chosen on)."""
     n = len(labels)
     out = [float(np.mean(labels))] * n
@@ -278,7 +327,7 @@ def out_of_fold(name: str, rows: Sequence[Mapping[str, float | None]], labels: S
             continue
         head = fit_head(name, [rows[i] for i in train], [labels[i] for i in train], features,
                         states=None if states is None else [states[i] for i in train],
-                        where=where, layer=layer, k=k, seed=seed,
+                        where=where, layer=layer, k=k, seed=seed, probe=probe,
                         weights=None if weights is None else [weights[i] for i in train])
         for i in test.tolist():
             seen = None if states is None or states[i] is None else {where: {layer: states[i]}}
