@@ -61,19 +61,19 @@ def answerable(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             and r.get("answerable", True) and all((r.get("states") or {}).get(where) for where in POSITIONS)]
 
 
-def choices(pool: list[dict[str, Any]], l2_seed: int = 0) -> dict[str, Head]:
+def choices(pool: list[dict[str, Any]], seed: int = 0) -> dict[str, Head]:
     """Every head the fit may choose for the confidence, each fitted on ``pool``."""
     rows = [r.get("readings") or {} for r in pool]
     labels = [bool(r["right"]) for r in pool]
     weights = kind_weights([r.get("kind") for r in pool])
-    out = {"readings": fit_head("confidence", rows, labels, READINGS, seed=l2_seed, weights=weights)}
+    out = {"readings": fit_head("confidence", rows, labels, READINGS, seed=seed, weights=weights)}
     layers = sorted({int(k) for r in pool[:1] for k in (r.get("states") or {}).get(POSITIONS[0], {})})
     for where in POSITIONS:
         for layer in layers:
             states = [recorded_state(r, where, layer) for r in pool]
             for probe in (False, True):
                 head = fit_head("confidence", rows, labels, READINGS, states=states, where=where, layer=layer,
-                                k=DIRECTIONS, probe=probe, seed=l2_seed, weights=weights)
+                                k=DIRECTIONS, probe=probe, seed=seed, weights=weights)
                 out[head.hidden.label] = head
                 print(f"[probes] {head.hidden.label}: CV AUROC {head.report['cv_auroc']:.3f}", flush=True)
     return out
@@ -99,13 +99,13 @@ def model_report(model: str, against: Path | None) -> dict[str, Any] | None:
         else {}
     if against is not None:
         refs["against"] = CriticFit.read(against).head("confidence")
+    refs = {k: h for k, h in refs.items() if h is not None}  # a fit without a confidence has nothing to compare
     evals = {name: answerable(recs) for name, recs in evaluation_sets(model, fitted).items() if answerable(recs)}
     evals[POOLED] = list({r["id"]: r for recs in evals.values() for r in recs}.values())
     best = max(heads, key=lambda k: heads[k].report["cv_auroc"] or 0)
     out: dict[str, Any] = {"model": model, "fitting_answers": len(pool), "chosen": best, "sets": {},
                            "choices": {k: h.report["cv_auroc"] for k, h in heads.items()},
-                           "references": {k: None if h is None or h.hidden is None else h.hidden.label
-                                          for k, h in refs.items()}}
+                           "references": {k: None if h.hidden is None else h.hidden.label for k, h in refs.items()}}
     for name, recs in evals.items():
         labels = [bool(r["right"]) for r in recs]
         if len(set(labels)) < 2:
