@@ -345,10 +345,10 @@ def package(models: Sequence[str], fit_sets: Sequence[str] = FIT_SETS, folder: P
     from selfrag.llm.model_files import default_model_path, file_sha256
 
     folder.mkdir(parents=True, exist_ok=True)
-    pooled = []
+    pooled, kinds = [], {}
     for model in models:
         pool = fitting(model, fit_sets)
-        pooled += [{**r, "states": {}} for r in pool]
+        pooled, kinds[model] = pooled + [{**r, "states": {}} for r in pool], {r["kind"] for r in pool}
         if model == "embedded" and pool:
             path = default_model_path()
             fit = fit_critic(pool, model=path.name, sha256=file_sha256(path), layers=_layers(pool), balance=BALANCE,
@@ -357,7 +357,7 @@ def package(models: Sequence[str], fit_sets: Sequence[str] = FIT_SETS, folder: P
             fit.write(folder / f"{fit.sha256}.json")
             print(f"[critic] packaged the embedded model's fit ({len(pool)} questions)")
     had = CriticFit.read(folder / "default.json").meta.get("models", []) if (folder / "default.json").is_file() else []
-    if missing := [m for m in had if m not in models or not all(read(m, name) for name in fit_sets)]:
+    if missing := [m for m in had if kinds.get(m) != set(fit_sets)]:  # each model's readings read once
         print(f"[critic] kept default.json: not every fitting set of {', '.join(missing)} is read or asked for")
     elif pooled:
         fit = fit_critic(pooled, model="", sha256="", layers=(), balance=BALANCE,
