@@ -44,6 +44,7 @@ from lab.critic_study import (
     FITS,
     _flat,
     _states,
+    all_read,
     evaluation_sets,
     fit_on,
     fitting,
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     env = machine()
     for model in models_read(args.model):
         fitted = fitting(model, fit_sets)  # read once: with hidden states, tens of MB per model
-        if {r["kind"] for r in fitted} != set(fit_sets):
+        if not all_read(fitted, fit_sets):
             print(f"[critic] {model}: not every fitting set of {', '.join(fit_sets)} is read; nothing to fit")
             continue
         if any(r.get("labels") != LABELS for r in fitted):

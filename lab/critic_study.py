@@ -4,22 +4,19 @@
 
 From the readings of ``lab.critic_reads`` (``results/runs/critic/<model>/``), no model call:
 
-1. fits the critic on the fitting sets (:data:`FIT_SETS`: the HotpotQA pool
-   and PubMedQA's training ids), as ``selfrag critic fit`` does, and writes it
-   to ``results/critic_fits/<model>.json``;
-2. a learning curve: fits on random subsets of them (100, 250, 500, all; five
-   subsets each, all once) and measures each head on every evaluation set;
-3. on each evaluation set, each head's AUROC and calibration error (ECE, 10
-   bins) beside what ``self_rag`` read before (relevance: the evidence prior;
-   sufficiency and confidence: the packaged confidence rule and the sequence
-   probability), with the 95% paired bootstrap interval of the difference
-   (questions resampled);
-4. sufficiency on the sets with gold removed: how often the answer's first
-   line says the documents do not seem to hold it, on the gold-removed and
-   the answerable questions, at the fitted floor; truthfulness (+1 right, 0
-   said so, -1 wrong) against always answering;
-5. the answers' F1 against ``vanilla_rag_evidence``'s on the same questions
-   (the quality benchmark's runs), and the risk-coverage curves (a plot).
+1. fits the critic on the fitting sets (:data:`FIT_SETS`: the HotpotQA pool and PubMedQA's training ids),
+   as ``selfrag critic fit`` does, and writes it to ``results/critic_fits/<model>.json``;
+2. a learning curve: fits on random subsets of them (100, 250, 500, all; five subsets each, all once)
+   and measures each head on every evaluation set;
+3. on each evaluation set, each head's AUROC and calibration error (ECE, 10 bins) beside what
+   ``self_rag`` read before (relevance: the evidence prior; sufficiency and confidence: the packaged
+   confidence rule and the sequence probability), with the 95% paired bootstrap interval of the
+   difference (questions resampled);
+4. sufficiency on the sets with gold removed: how often the answer's first line says the documents do
+   not seem to hold it, on the gold-removed and the answerable questions, at the fitted floor;
+   truthfulness (+1 right, 0 said so, -1 wrong) against always answering;
+5. the answers' F1 against ``vanilla_rag_evidence``'s on the same questions (the quality benchmark's
+   runs), and the risk-coverage curves (a plot).
 
 Writes ``results/critic_<model>.md`` / ``.json`` / ``.png`` (a set with no readings here keeps the previous
 report's row, marked). ``--package`` also writes the fits selfrag ships (``src/selfrag/reflection/fits/``):
@@ -69,6 +66,10 @@ PACKAGED = ConfidenceModel.load(None)
 def fitting(model: str, sets: Sequence[str] = FIT_SETS) -> list[dict[str, Any]]:
     """The fitting sets' readings, each record's ``kind`` its set (as ``selfrag critic fit`` tags each --data)."""
     return [{**r, "kind": name} for name in sets for r in read(model, name)]
+
+
+def all_read(records: Sequence[dict[str, Any]], sets: Sequence[str] = FIT_SETS) -> bool:
+    return {r["kind"] for r in records} == set(sets)  # records from fitting(): every one of sets read
 
 
 def evaluation_sets(model: str, fitted: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -238,7 +239,7 @@ def seconds(records: Sequence[dict[str, Any]]) -> dict[str, float] | None:
 
 def model_report(model: str, fit_sets: Sequence[str] = FIT_SETS) -> dict[str, Any] | None:
     pool = fitting(model, fit_sets)
-    if len(pool) < 20 or {r["kind"] for r in pool} != set(fit_sets):
+    if len(pool) < 20 or not all_read(pool, fit_sets):
         return None
     fit = fit_on(pool, model)
     FITS.mkdir(parents=True, exist_ok=True)
@@ -345,24 +346,23 @@ def package(models: Sequence[str], fit_sets: Sequence[str] = FIT_SETS, folder: P
     from selfrag.llm.model_files import default_model_path, file_sha256
 
     folder.mkdir(parents=True, exist_ok=True)
-    pooled, kinds = [], {}
+    pooled, complete = [], set()
+    meta = {"data": " + ".join(fit_sets), "remove_gold": 0.5, "balanced": BALANCE, "labels": LABELS}
     for model in models:
         pool = fitting(model, fit_sets)
-        pooled, kinds[model] = pooled + [{**r, "states": {}} for r in pool], {r["kind"] for r in pool}
+        pooled += [{**r, "states": {}} for r in pool]
+        complete |= {model} if all_read(pool, fit_sets) else set()
         if model == "embedded" and pool:
             path = default_model_path()
-            fit = fit_critic(pool, model=path.name, sha256=file_sha256(path), layers=_layers(pool), balance=BALANCE,
-                             meta={"data": " + ".join(fit_sets), "remove_gold": 0.5, "balanced": BALANCE,
-                                   "labels": LABELS})
+            fit = fit_critic(pool, model=path.name, sha256=file_sha256(path), layers=_layers(pool),
+                             balance=BALANCE, meta=meta)
             fit.write(folder / f"{fit.sha256}.json")
             print(f"[critic] packaged the embedded model's fit ({len(pool)} questions)")
     had = CriticFit.read(folder / "default.json").meta.get("models", []) if (folder / "default.json").is_file() else []
-    if missing := [m for m in had if kinds.get(m) != set(fit_sets)]:  # each model's readings read once
+    if missing := [m for m in had if m not in complete]:  # each model's readings read once
         print(f"[critic] kept default.json: not every fitting set of {', '.join(missing)} is read or asked for")
     elif pooled:
-        fit = fit_critic(pooled, model="", sha256="", layers=(), balance=BALANCE,
-                         meta={"data": " + ".join(fit_sets), "remove_gold": 0.5, "models": list(models),
-                               "balanced": BALANCE, "labels": LABELS})
+        fit = fit_critic(pooled, model="", sha256="", layers=(), balance=BALANCE, meta=meta | {"models": [*models]})
         fit.write(folder / "default.json")
         print(f"[critic] packaged the default fit ({len(pooled)} questions of {len(models)} models)")
 
